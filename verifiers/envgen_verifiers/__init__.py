@@ -1,0 +1,26 @@
+"""envgen verifier kit (stdlib only; math-verify or sympy used when installed).
+
+Runs inside the sandbox after the agent's last action. ``verify(spec, ...)`` dispatches on
+``spec["kind"]`` and returns ``{"reward": float in [0, 1], "details": {...}}``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import answer as _answer
+from . import program as _program
+from . import state as _state
+
+KINDS = {"answer": _answer.check, "state": _state.check, "program": _program.check}
+
+
+def verify(spec: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: str | None) -> dict:
+    kind = spec.get("kind")
+    if kind not in KINDS:
+        raise ValueError(f"unknown verifier kind {kind!r}; the kit has {sorted(KINDS)}")
+    out = KINDS[kind](spec.get("args") or {}, answer=answer, calls=calls, work_dir=work_dir, hidden_dir=hidden_dir)
+    reward = float(out["reward"])
+    if not math.isfinite(reward):
+        raise ValueError(f"verifier returned a non-finite reward {reward!r}")
+    return {"reward": min(1.0, max(0.0, reward)), "details": out.get("details", {})}
