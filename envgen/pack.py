@@ -247,7 +247,7 @@ def _field(loc: tuple) -> str:
     out = ""
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
+    return out
 
 
 def _first_error(e: ValidationError) -> str:
@@ -260,7 +260,8 @@ def _first_error(e: ValidationError) -> str:
     elif err["type"] == "extra_forbidden":
         msg = "unknown field"
     more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
-    return f"{_field(err['loc'])}: {msg}{more}"
+    where = f"{_field(err['loc'])}: " if err["loc"] else ""  # model-level checks name their fields themselves
+    return f"{where}{msg}{more}"
 
 
 def load(path: str | os.PathLike) -> Pack:

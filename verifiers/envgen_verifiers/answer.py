@@ -31,6 +31,12 @@ def numeric_equal(got: str, expected: float, rel_tol: float, abs_tol: float) -> 
     return bool(found) and math.isclose(found[-1], float(expected), rel_tol=rel_tol, abs_tol=abs_tol)
 
 
+def _latex(text) -> str:
+    """math-verify extracts expressions only between delimiters; bare ones get them added."""
+    text = str(text).strip()
+    return text if "$" in text or "\\boxed" in text else f"${text}$"
+
+
 def math_equal(got: str, expected: str) -> tuple[bool, str]:
     """Equivalence via math-verify, else sympy, else normalised text; returns (equal, engine)."""
     try:
@@ -38,7 +44,7 @@ def math_equal(got: str, expected: str) -> tuple[bool, str]:
     except ImportError:
         pass
     else:
-        gold, pred = parse(str(expected)), parse(str(got))
+        gold, pred = parse(_latex(expected)), parse(_latex(got))
         if gold and pred:
             return bool(verify(gold, pred)), "math-verify"
     try:

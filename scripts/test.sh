@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The test suite, from a fresh machine: a venv with envgen and its test extras, the Docker engine
+# (installed and started when missing; needs root), the offline base image, then pytest.
+# Usage: scripts/test.sh [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${ENVGEN_VENV:-.venv}
+PY=${PYTHON:-python3}
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q -e ".[test]"
+export PATH="$PWD/$VENV/bin:$PATH"
+if [ "${ENVGEN_SKIP_DOCKER:-0}" != 1 ]; then
+  bash .ci/setup-docker.sh
+fi
+exec "$VENV/bin/python" -m pytest -ra "$@"
