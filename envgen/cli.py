@@ -127,6 +127,90 @@ def validate(
         raise typer.Exit(1)
 
 
+# ----------------------------------------------------------------------------- check / eval
+
+PolicyHelp = ("oracle, null, openai:MODEL[?base_url=..&temperature=..&top_p=..&top_k=..&max_tokens=..&concurrency=..] "
+              "or hf:PATH[?...]")
+ExecutorOpt = typer.Option("local", "--executor", envvar="ENVGEN_EXECUTOR",
+                           help="local (thread pool, one sandbox per worker) or ray (Ray actors; --ray-address joins a cluster).")
+StoreOpt = typer.Option(None, "--store", envvar="ENVGEN_STORE",
+                        help="State store URL (SQLAlchemy); default a SQLite file in ~/.cache/envgen.")
+
+
+@app.command()
+def check(
+    pack: str = typer.Argument(..., help="Pack directory or hf://ORG/NAME."),
+    policy: str = typer.Option(..., "--policy", "-p", help=PolicyHelp),
+    k: int = typer.Option(100, "--k", min=1, help="Rollouts per task at most."),
+    keep: str = typer.Option("at-least-once", "--keep", help="at-least-once, or band:LO,HI on the pass rate."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the kept tasks as a new pack here."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Pass-rate histogram PNG (default: PACK-passrates.png)."),
+    workers: int = typer.Option(8, "--workers", "-w", envvar="ENVGEN_WORKERS", min=1, help="Concurrent rollouts."),
+    executor: str = ExecutorOpt,
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", envvar="RAY_ADDRESS"),
+    sandbox: str = SandboxOpt,
+    seed: int = typer.Option(0, "--seed", help="Base seed of the rollouts (rollout i of a task always reuses its seed)."),
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+):
+    """The pass check: k rollouts per task, stopped as soon as each keep/drop decision is known.
+
+    Per-task stats go into the pack's tasks; a rerun resumes from the recorded rollouts.
+    """
+    from .check import check as run_check_cmd
+    from .pack import open_pack
+
+    p = open_pack(pack)
+    plot = plot or p.root.parent / f"{p.root.name}-passrates.png"
+    with _progress(f"check {p.manifest.name}", total=None, enabled=not as_json) as advance:
+        report = run_check_cmd(str(p.root), policy, k=k, keep=keep, out=out_dir, workers=workers, executor=executor,
+                               sandbox=sandbox, seed=seed, store_url=store, plot=plot, ray_address=ray_address,
+                               progress=advance)
+    summary = report.summary()
+    if as_json:
+        summary["tasks_stats"] = report.stats
+        _emit_json(summary)
+        return
+    rows = [[tid, s["rollouts"], s["passes"], s["pass_rate"], f"{s['pass_rate_ci95'][0]:.2f}-{s['pass_rate_ci95'][1]:.2f}",
+             "keep" if s["kept"] else "drop"] for tid, s in list(report.stats.items())[:40]]
+    out.print(_table(f"{p.manifest.name} · {summary['rule']} · k={k}", ["task", "rollouts", "passes", "rate", "95% CI",
+                                                                        "decision"], rows))
+    if len(report.stats) > 40:
+        out.print(f"... {len(report.stats) - 40} more tasks (see --json)")
+    out.print(_table("summary", ["tasks", "kept", "dropped", "rollouts", "naive", "resumed", "seconds"],
+                     [[summary["tasks"], summary["kept"], summary["dropped"], summary["rollouts"],
+                       summary["naive_rollouts"], summary["resumed_rollouts"], summary["seconds"]]]))
+    out.print(f"histogram: {summary['plot']}" + (f"\nkept pack: {summary['kept_pack']}" if summary["kept_pack"] else ""))
+
+
+@app.command("eval")
+def eval_(
+    pack: str = typer.Argument(..., help="Pack directory or hf://ORG/NAME."),
+    policy: List[str] = typer.Option(..., "--policy", "-p", help=PolicyHelp + " (repeat for several)."),
+    sample: int = typer.Option(50, "--sample", min=1, help="Tasks in the seeded sample."),
+    k: int = typer.Option(4, "--k", min=1, help="Rollouts per task; pass@1..k are reported."),
+    workers: int = typer.Option(8, "--workers", "-w", envvar="ENVGEN_WORKERS", min=1),
+    executor: str = ExecutorOpt,
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", envvar="RAY_ADDRESS"),
+    sandbox: str = SandboxOpt,
+    seed: int = typer.Option(0, "--seed"),
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+):
+    """pass@k of one or more policies on a seeded sample of tasks (unbiased estimator)."""
+    from .check import evaluate
+
+    with _progress("eval", total=None, enabled=not as_json) as advance:
+        report = evaluate(pack, policy, sample=sample, k=k, seed=seed, workers=workers, executor=executor,
+                          sandbox=sandbox, store_url=store, ray_address=ray_address, progress=advance)
+    if as_json:
+        _emit_json(report.summary())
+        return
+    cols = list(next(iter(report.results.values())))
+    out.print(_table(f"pass@k on {len(report.sample)} tasks (k={k})", ["policy", *cols],
+                     [[name, *[f"{v:.3f}" for v in r.values()]] for name, r in report.results.items()]))
+
+
 # ----------------------------------------------------------------------------- run / ls
 
 

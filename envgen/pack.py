@@ -331,16 +331,28 @@ def _files(root: Path, names: Iterable[str]) -> Iterable[tuple[str, Path]]:
                     yield p.relative_to(root).as_posix(), p
 
 
-def content_hash(root: Path, manifest: Manifest) -> str:
-    """sha256 over the manifest's content fields, tasks.jsonl, env/ and hidden/.
+def _canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
-    version, image (built artefacts), provenance and stats are metadata and left out, so rebuilding
-    an image or re-running a report does not change what the pack *is*.
+
+def content_hash(root: Path, manifest: Manifest) -> str:
+    """sha256 over the manifest's content fields, the tasks without their stats, env/ and hidden/.
+
+    version, image (built artefacts), provenance and stats (manifest and per-task: measurements such
+    as pass rates) are left out, so rebuilding an image or re-running a pass check does not change
+    what the pack *is*, and rollouts recorded against a version stay valid.
     """
     h = hashlib.sha256()
-    body = manifest.model_dump(mode="json", exclude={"version", "image", "provenance", "stats"})
-    h.update(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
-    for rel, p in _files(root, (TASKS, ENV, HIDDEN)):
+    h.update(_canonical(manifest.model_dump(mode="json", exclude={"version", "image", "provenance", "stats"})))
+    tpath = root / TASKS
+    if tpath.is_file():
+        with tpath.open(encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    task = json.loads(line)
+                    task.pop("stats", None)
+                    h.update(b"\0task\0" + _canonical(task))
+    for rel, p in _files(root, (ENV, HIDDEN)):
         h.update(b"\0" + rel.encode() + b"\0")
         with p.open("rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):

@@ -7,6 +7,8 @@ envs at once (a vector env hands each sub-env's info slice to it).
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
@@ -21,9 +23,15 @@ class Policy(ABC):
     """Chooses the assistant's next message."""
 
     name = "policy"
+    tokens = 0
+    """Tokens spent since the last ``begin`` (model policies count them; others spend none)."""
 
     def bind(self, env: Any) -> None:
         """Called by ``rollout`` before an episode with the env it will act in (unwrapped inside)."""
+
+    def begin(self, seed: int | None) -> None:
+        """Called by ``rollout`` at the start of each episode: sampling policies seed themselves here."""
+        self.tokens = 0
 
     @abstractmethod
     def act(self, observation: str, info: dict[str, Any]) -> str | dict[str, Any]:
@@ -92,15 +100,111 @@ class NullPolicy(Policy):
         return ""
 
 
+class OpenAIPolicy(Policy):
+    """Any OpenAI-compatible chat endpoint (vLLM, SGLang, hosted APIs) through the ``openai`` client.
+
+    Spec: ``openai:MODEL?base_url=URL&temperature=T&top_p=P&top_k=K&max_tokens=N&concurrency=C``;
+    base URL and key default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``. The client's own retries cover
+    429/5xx/timeouts. Requests carry a per-turn seed derived from the rollout's, so a server that honours
+    ``seed`` replays a rollout exactly. The history sent follows thinking retention (`envgen.agent`).
+    ``concurrency`` bounds requests in flight across every instance with the same spec.
+    """
+
+    name = "openai"
+    _limits: dict[str, threading.BoundedSemaphore] = {}
+    _limits_lock = threading.Lock()
+
+    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
+                 temperature: float = 1.0, top_p: float | None = None, top_k: int | None = None,
+                 max_tokens: int | None = None, concurrency: int = 64, timeout: float = 600.0, max_retries: int = 5):
+        from openai import OpenAI
+
+        if not model:
+            raise EnvgenError("openai policy needs a model: openai:MODEL")
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL")
+        self.model, self.temperature, self.top_p, self.top_k, self.max_tokens = model, temperature, top_p, top_k, max_tokens
+        self.client = OpenAI(base_url=base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
+                             timeout=timeout, max_retries=max_retries)
+        key = f"{base_url}|{model}"
+        with self._limits_lock:
+            self._sem = self._limits.setdefault(key, threading.BoundedSemaphore(concurrency))
+        self._seed: int | None = None
+
+    def begin(self, seed: int | None) -> None:
+        super().begin(seed)
+        self._seed = seed
+
+    def act(self, observation: str, info: dict[str, Any]) -> dict[str, Any]:
+        import openai
+
+        from .agent import messages_for_request
+
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages_for_request(info["messages"]),
+                                  "temperature": self.temperature}
+        if info.get("tools"):
+            kwargs["tools"] = info["tools"]
+        if self.top_p is not None:
+            kwargs["top_p"] = self.top_p
+        if self.max_tokens is not None:
+            kwargs["max_tokens"] = self.max_tokens
+        if self.top_k is not None:
+            kwargs["extra_body"] = {"top_k": self.top_k}
+        if self._seed is not None:
+            kwargs["seed"] = (self._seed * 1009 + int(info.get("turns", 0))) % (2**31)
+        try:
+            with self._sem:
+                resp = self.client.chat.completions.create(**kwargs)
+        except openai.APIError as e:
+            raise EnvgenError(f"policy openai:{self.model}: {type(e).__name__}: {e}") from None
+        if resp.usage is not None:
+            self.tokens += resp.usage.total_tokens or 0
+        if not resp.choices:
+            raise EnvgenError(f"policy openai:{self.model}: the endpoint returned no choices")
+        msg = resp.choices[0].message.model_dump(exclude_none=True)
+        reasoning = msg.get("reasoning_content") or (msg.get("model_extra") or {}).get("reasoning_content")
+        action: dict[str, Any] = {"content": msg.get("content") or "", "tool_calls": msg.get("tool_calls") or []}
+        if reasoning:
+            action["reasoning_content"] = reasoning
+        return action
+
+
+_FLOATS = {"temperature", "top_p", "timeout"}
+_INTS = {"top_k", "max_tokens", "concurrency", "max_retries"}
+
+
+def _parse_query(spec: str, query: str) -> dict[str, Any]:
+    from urllib.parse import parse_qsl
+
+    out: dict[str, Any] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)):
+        try:
+            out[key] = float(value) if key in _FLOATS else int(value) if key in _INTS else value
+        except ValueError:
+            raise EnvgenError(f"policy {spec!r}: {key}={value!r} is not a number") from None
+    return out
+
+
 def make_policy(spec: str) -> Policy:
-    """A policy from its CLI spelling: ``oracle``, ``oracle:FORMAT`` (calls written in FORMAT), ``null``."""
+    """A policy from its CLI spelling: ``oracle``, ``oracle:FORMAT`` (calls written in FORMAT), ``null``,
+    ``openai:MODEL?opts`` (an OpenAI-compatible endpoint) or ``hf:PATH?opts`` (a local transformers model)."""
     kind, _, arg = spec.partition(":")
     if kind == "oracle":
         return OraclePolicy(tool_format=arg or "openai")
     if kind == "null" and not arg:
         return NullPolicy()
+    if kind in ("openai", "hf"):
+        target, _, query = arg.partition("?")
+        opts = _parse_query(spec, query)
+        try:
+            if kind == "openai":
+                return OpenAIPolicy(target, **opts)
+            from .policy_hf import HFPolicy
+
+            return HFPolicy(target, **opts)
+        except TypeError as e:
+            raise EnvgenError(f"policy {spec!r}: {e}") from None
     raise EnvgenError(f"unknown policy {spec!r}; known: oracle, oracle:FORMAT (FORMAT one of "
-                      f"{', '.join(RENDER_FORMATS)}), null")
+                      f"{', '.join(RENDER_FORMATS)}), null, openai:MODEL?opts, hf:PATH?opts")
 
 
 @dataclass
@@ -118,6 +222,9 @@ class Transcript:
     tool_errors: int = 0
     reward_details: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    tokens: int = 0
+    step_seconds: list[float] = field(default_factory=list)
+    """Wall time of each env.step (tool execution, parsing, verification)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (for ``--json``)."""
@@ -131,15 +238,20 @@ def rollout(env: Any, policy: Policy, task_id: str | None = None, seed: int | No
     """
     t0 = time.perf_counter()
     policy.bind(env)
+    policy.begin(seed)
     obs, info = env.reset(seed=seed, options={"task_id": task_id} if task_id is not None else None)
     reward, terminated, truncated = 0.0, False, False
+    steps: list[float] = []
     while not (terminated or truncated):
-        obs, reward, terminated, truncated, info = env.step(policy.act(obs, info))
+        action = policy.act(obs, info)
+        ts = time.perf_counter()
+        obs, reward, terminated, truncated, info = env.step(action)
+        steps.append(round(time.perf_counter() - ts, 6))
     return Transcript(task_id=info["task_id"], messages=info["messages"], reward=float(reward),
                       turns=info["turns"], terminated=bool(terminated), truncated=bool(truncated),
                       tool_calls=info["tool_calls"], invalid_actions=info["invalid_actions"],
                       tool_errors=info["tool_errors"], reward_details=info.get("reward_details", {}),
-                      seconds=round(time.perf_counter() - t0, 4))
+                      seconds=round(time.perf_counter() - t0, 4), tokens=policy.tokens, step_seconds=steps)
 
 
 def format_transcript(t: Transcript) -> str:

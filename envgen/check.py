@@ -1,0 +1,286 @@
+"""`envgen check` and `envgen eval`: rollouts of a policy over a pack, run by an executor.
+
+A *worker* owns one PackEnv (so one sandbox) and one policy instance and runs rollout (task, index)
+with the index's fixed seed. Executors run workers concurrently: ``local`` is a thread pool in this
+process (the sandboxes are processes or containers, and model calls are HTTP or a batched local
+model, so threads keep every core busy without pickling envs), ``ray`` runs the same workers as Ray
+actors on a cluster. Every finished rollout is recorded in the state store at once, so an interrupted
+check resumes from what it already spent.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import pack as packmod
+from .errors import EnvgenError
+from .passcheck import (AtLeastOnce, Band, Outcome, Rule, Scheduler, pass_at_k, rollout_seed, rule_name,
+                        run_check)
+
+PASS_THRESHOLD = 1.0
+
+
+class Worker:
+    """One env + one policy; runs rollouts one after another."""
+
+    def __init__(self, pack_ref: str, policy_spec: str, sandbox: str = "local", seed: int = 0,
+                 pass_threshold: float = PASS_THRESHOLD):
+        from .gym import PackEnv
+        from .policy import make_policy
+
+        self.env = PackEnv(pack_ref, sandbox=sandbox)
+        self.policy = make_policy(policy_spec)
+        self.seed, self.pass_threshold = seed, pass_threshold
+
+    def run(self, task_id: str, index: int) -> Outcome:
+        from .policy import rollout
+
+        t0 = time.perf_counter()
+        try:
+            t = rollout(self.env, self.policy, task_id=task_id, seed=rollout_seed(task_id, index, self.seed))
+        except EnvgenError as e:  # an endpoint that stays down, a sandbox that cannot start
+            return Outcome(task_id, index, 0.0, False, seconds=time.perf_counter() - t0, error=str(e))
+        return Outcome(task_id, index, t.reward, t.reward >= self.pass_threshold, turns=t.turns, tokens=t.tokens,
+                       seconds=t.seconds, step_latencies=t.step_seconds)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class LocalExecutor:
+    """A thread pool; each thread lazily builds its own Worker and keeps it for later rollouts."""
+
+    def __init__(self, make_worker: Callable[[], Worker], workers: int):
+        self._make = make_worker
+        self._pool = cf.ThreadPoolExecutor(workers, thread_name_prefix="envgen-rollout")
+        self._local = threading.local()
+        self._workers: list[Worker] = []
+        self._lock = threading.Lock()
+        self._futures: set[cf.Future] = set()
+
+    def _run(self, task_id: str, index: int) -> Outcome:
+        w = getattr(self._local, "worker", None)
+        if w is None:
+            w = self._local.worker = self._make()
+            with self._lock:
+                self._workers.append(w)
+        return w.run(task_id, index)
+
+    def submit(self, task_id: str, index: int) -> None:
+        self._futures.add(self._pool.submit(self._run, task_id, index))
+
+    def wait(self) -> list[Outcome]:
+        done, self._futures = cf.wait(self._futures, return_when=cf.FIRST_COMPLETED)
+        return [f.result() for f in done]
+
+    def close(self) -> None:
+        for f in self._futures:
+            f.cancel()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        for w in self._workers:
+            w.close()
+
+
+class RayExecutor:
+    """The same workers as Ray actors (one sandbox each); `address` joins an existing cluster.
+
+    Actors open the pack by the reference given (a path every node can read, or hf://ORG/NAME).
+    """
+
+    def __init__(self, pack_ref: str, policy_spec: str, sandbox: str, seed: int, workers: int,
+                 pass_threshold: float = PASS_THRESHOLD, address: str | None = None):
+        try:
+            import ray
+        except ImportError:
+            raise EnvgenError("--executor ray needs Ray: pip install 'envgen[ray]'") from None
+        self.ray = ray
+        if not ray.is_initialized():
+            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
+                     include_dashboard=False, **({} if address else {"num_cpus": max(workers, 1)}))
+        actor = ray.remote(num_cpus=1)(Worker)
+        self._idle = [actor.remote(pack_ref, policy_spec, sandbox, seed, pass_threshold) for _ in range(workers)]
+        self._all = list(self._idle)
+        self._pending: dict[Any, Any] = {}
+
+    def submit(self, task_id: str, index: int) -> None:
+        a = self._idle.pop()
+        self._pending[a.run.remote(task_id, index)] = a
+
+    def wait(self) -> list[Outcome]:
+        ready, _ = self.ray.wait(list(self._pending), num_returns=1)
+        out = []
+        for ref in ready:
+            self._idle.append(self._pending.pop(ref))
+            out.append(self.ray.get(ref))
+        return out
+
+    def close(self) -> None:
+        for a in self._all:
+            try:
+                self.ray.get(a.close.remote())
+            finally:
+                self.ray.kill(a)
+
+
+def make_executor(kind: str, pack_ref: str, policy_spec: str, *, sandbox: str, seed: int, workers: int,
+                  pass_threshold: float = PASS_THRESHOLD, ray_address: str | None = None):
+    if kind == "local":
+        return LocalExecutor(lambda: Worker(pack_ref, policy_spec, sandbox, seed, pass_threshold), workers)
+    if kind == "ray":
+        return RayExecutor(pack_ref, policy_spec, sandbox, seed, workers, pass_threshold, ray_address)
+    raise EnvgenError(f"unknown executor {kind!r}; use local or ray")
+
+
+# ----------------------------------------------------------------------------- check
+
+
+@dataclass
+class CheckReport:
+    pack: packmod.Pack
+    rule: Rule
+    policy: str
+    stats: dict[str, dict]
+    rollouts_spent: int
+    resumed: int
+    seconds: float
+    kept_pack: packmod.Pack | None = None
+    plot: Path | None = None
+
+    @property
+    def kept(self) -> list[str]:
+        return [t for t, s in self.stats.items() if s["kept"]]
+
+    def summary(self) -> dict[str, Any]:
+        n = len(self.stats)
+        return {"pack": str(self.pack.root), "policy": self.policy, "rule": rule_name(self.rule), "k": self.rule.k,
+                "tasks": n, "kept": len(self.kept), "dropped": n - len(self.kept),
+                "rollouts": sum(s["rollouts"] for s in self.stats.values()), "rollouts_this_run": self.rollouts_spent,
+                "resumed_rollouts": self.resumed, "naive_rollouts": n * self.rule.k, "seconds": round(self.seconds, 2),
+                "kept_pack": str(self.kept_pack.root) if self.kept_pack else None,
+                "plot": str(self.plot) if self.plot else None}
+
+
+def check(pack_ref: str, policy: str, *, k: int = 100, keep: str = "at-least-once", out: Path | None = None,
+          workers: int = 8, executor: str = "local", sandbox: str = "local", seed: int = 0,
+          store_url: str | None = None, plot: Path | None = None, pass_threshold: float = PASS_THRESHOLD,
+          ray_address: str | None = None, progress: Callable[[int], None] | None = None) -> CheckReport:
+    """Run the pass check; write per-task stats into the pack, the kept tasks to `out`, a histogram to `plot`."""
+    from .passcheck import parse_rule
+    from .ledger import RolloutLedger
+
+    try:
+        rule = parse_rule(keep, k)
+    except ValueError as e:
+        raise EnvgenError(str(e)) from None
+    p = packmod.open_pack(pack_ref)
+    ledger = RolloutLedger(store_url, pack_version=p.manifest.version, policy=policy, seed=seed)
+    done = [o for o in ledger.load() if o.error is None]
+    sched = Scheduler([t.id for t in p.tasks], rule, workers, done=done)
+    spent = 0
+    t0 = time.perf_counter()
+    ex = make_executor(executor, str(p.root), policy, sandbox=sandbox, seed=seed, workers=workers,
+                       pass_threshold=pass_threshold, ray_address=ray_address)
+
+    def on_outcome(o: Outcome) -> None:
+        nonlocal spent
+        spent += 1
+        ledger.record(o)
+        if progress:
+            progress(1)
+
+    try:
+        run_check(sched, ex, on_outcome)
+    finally:
+        ex.close()
+    stats = {tid: st.stats(rule) for tid, st in sched.tasks.items()}
+    tasks = [t.model_copy(update={"stats": {**t.stats, "check": {**stats[t.id], "policy": policy}}}) for t in p.tasks]
+    p = packmod.save(p.with_tasks(tasks), p.root)
+    kept_pack = packmod.save(p.with_tasks([t for t in p.tasks if stats[t.id]["kept"]]), out) if out else None
+    report = CheckReport(p, rule, policy, stats, spent, len(done), time.perf_counter() - t0, kept_pack)
+    if plot is not None:
+        report.plot = histogram(stats, plot, f"{p.manifest.name}: pass rates of {policy} (k={k})")
+    return report
+
+
+def histogram(stats: dict[str, dict], path: Path, title: str) -> Path:
+    """Save a pass-rate histogram PNG (matplotlib, headless)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rates = [s["pass_rate"] for s in stats.values() if s["pass_rate"] is not None]
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    ax.hist(rates, bins=[i / 20 for i in range(21)], color="#4c72b0", edgecolor="white")
+    ax.set_xlabel("pass rate (rollouts until decided)")
+    ax.set_ylabel("tasks")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+# ----------------------------------------------------------------------------- eval (pass@k)
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """Exactly k rollouts per task (no early stop): what pass@k needs."""
+
+    k: int
+
+    def decide(self, passes: int, done: int) -> bool | None:
+        return True if done >= self.k else None
+
+
+@dataclass
+class EvalReport:
+    sample: list[str]
+    k: int
+    results: dict[str, dict[str, float]] = field(default_factory=dict)
+    """policy -> {"pass@1": ..., "pass@2": ..., ...}"""
+
+    def summary(self) -> dict[str, Any]:
+        return {"tasks": len(self.sample), "k": self.k, "sample": self.sample, "policies": self.results}
+
+
+def evaluate(pack_ref: str, policies: list[str], *, sample: int = 50, k: int = 4, seed: int = 0, workers: int = 8,
+             executor: str = "local", sandbox: str = "local", store_url: str | None = None,
+             pass_threshold: float = PASS_THRESHOLD, ray_address: str | None = None,
+             progress: Callable[[int], None] | None = None) -> EvalReport:
+    """pass@1..k of each policy on a seeded sample of tasks (the DeepSeek-V3.2 Table-5 check)."""
+    from .ledger import RolloutLedger
+
+    p = packmod.open_pack(pack_ref)
+    ids = sorted(t.id for t in p.tasks)
+    chosen = sorted(random.Random(seed).sample(ids, min(sample, len(ids))))
+    report = EvalReport(chosen, k)
+    for spec in policies:
+        ledger = RolloutLedger(store_url, pack_version=p.manifest.version, policy=spec, seed=seed)
+        sched = Scheduler(chosen, Fixed(k), workers, done=ledger.load())
+        ex = make_executor(executor, str(p.root), spec, sandbox=sandbox, seed=seed, workers=workers,
+                           pass_threshold=pass_threshold, ray_address=ray_address)
+
+        def on_outcome(o: Outcome) -> None:
+            ledger.record(o)
+            if o.error is None and progress:
+                progress(1)
+
+        try:
+            run_check(sched, ex, on_outcome)
+        finally:
+            ex.close()
+        report.results[spec] = {
+            f"pass@{j}": round(sum(pass_at_k(len(st.outcomes), st.passes, j) for st in sched.tasks.values())
+                               / len(chosen), 4)
+            for j in range(1, k + 1) if j in (1, 2, 4, 8, 16, 32, 64, 100, k)}
+    return report
