@@ -168,8 +168,8 @@ class OpenAIPolicy(Policy):
         return action
 
 
-_FLOATS = {"temperature", "top_p", "timeout"}
-_INTS = {"top_k", "max_tokens", "concurrency", "max_retries"}
+_FLOATS = {"temperature", "top_p", "timeout", "wait_ms"}
+_INTS = {"top_k", "max_tokens", "concurrency", "max_retries", "batch"}
 
 
 def _parse_query(spec: str, query: str) -> dict[str, Any]:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import random
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -14,6 +11,7 @@ from envgen.check import check, evaluate
 from envgen.passcheck import AtLeastOnce, Band, Outcome, Scheduler, pass_at_k, rollout_seed, run_check, wilson
 
 from conftest import make_tiny_pack
+from stub_policy import solves, stub_server
 
 # ----------------------------------------------------------------------------- pure logic
 
@@ -125,48 +123,11 @@ def test_check_null_spends_k_and_drops(tiny_pack, store):
 PROBS = [0.0, 0.03, 0.15, 0.5, 0.9, 1.0]
 
 
-def _stub_server(pack):
-    """An OpenAI-compatible endpoint that solves each task with a known probability, decided by the seed."""
-    by_prompt = {t.prompt[0].content: (t, PROBS[i % len(PROBS)]) for i, t in enumerate(pack.tasks)}
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
-
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            msgs = body["messages"]
-            task, p = by_prompt[next(m["content"] for m in msgs if m["role"] == "user")]
-            turn = sum(m["role"] == "assistant" for m in msgs)
-            base = (body["seed"] - turn) % (2**31)
-            solve = random.Random(base).random() < p
-            msg = {"role": "assistant", "content": "I could not do it."}
-            if solve and turn < len(task.reference.calls):
-                c = task.reference.calls[turn]
-                msg = {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": f"c{turn}", "type": "function",
-                     "function": {"name": c.tool, "arguments": json.dumps(c.args)}}]}
-            elif solve:
-                msg = {"role": "assistant", "content": task.reference.answer}
-            out = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                              "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}],
-                              "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv
-
-
 def _expected(pack, k):
     out = {}
     for i, t in enumerate(pack.tasks):
         p = PROBS[i % len(PROBS)]
-        passes = sum(random.Random((rollout_seed(t.id, j) * 1009) % (2**31)).random() < p for j in range(k))
+        passes = sum(solves(rollout_seed(t.id, j), p) for j in range(k))
         out[t.id] = AtLeastOnce(k).decide(passes, k)
     return out
 
@@ -174,7 +135,7 @@ def _expected(pack, k):
 @pytest.fixture
 def stub(tmp_path):
     pack = make_tiny_pack(tmp_path / "pack12", tasks=12)
-    srv = _stub_server(pack)
+    srv = stub_server(pack, PROBS)
     yield pack, f"openai:stub?base_url=http://127.0.0.1:{srv.server_port}/v1&temperature=1.0"
     srv.shutdown()
 
