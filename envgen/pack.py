@@ -32,7 +32,7 @@ from .errors import PackError
 
 SCHEMA_VERSION = 1
 MANIFEST, TASKS, ENV, HIDDEN, CARD = "pack.json", "tasks.jsonl", "env", "hidden", "README.md"
-VERIFIER_KINDS = ("answer", "state", "program")
+VERIFIER_KINDS = ("answer", "state", "program", "rubric")
 """Verifier kinds the kit in ``verifiers/`` implements; a task naming another kind does not load."""
 
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -59,7 +59,7 @@ class Reference(_Model):
 class Verifier(_Model):
     """Which verifier of the kit judges the episode, and its task-specific arguments."""
 
-    kind: Literal["answer", "state", "program"]
+    kind: Literal["answer", "state", "program", "rubric"]
     args: dict[str, Any] = Field(default_factory=dict)
 
 

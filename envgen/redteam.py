@@ -6,16 +6,17 @@ do the task must each score 0:
 - ``empty``: the reference's work without its answer (calls to the pack's submit tool dropped, final
   answer ""): the verifier must need an answer;
 - ``noop``: no tool calls, the reference's final text: the verifier must need the work, not just the
-  words. Skipped for ``answer`` verifiers, whose whole contract is the final text;
+  words. Skipped for ``answer`` and ``rubric`` verifiers, whose whole contract is the final text;
 - ``claim``: no tool calls, "I have completed the task.";
 - ``mutated``: the reference with one value of its answer (the submit call's arguments, else the last
-  call's, else the final text) changed.
+  call's, else the final text) changed; for final-text verifiers, the final text (its last number, if any).
 """
 
 from __future__ import annotations
 
 import copy
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,9 @@ from .pack import Pack, Task, ToolCall
 from .sandbox import Sandbox
 
 CLAIM = "I have completed the task."
+FINAL_TEXT_KINDS = ("answer", "rubric")
+"""Verifiers whose contract is the final text: the noop probe is skipped and ``mutated`` changes the answer."""
+_LAST_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?!.*\d)", re.S)
 
 
 @dataclass
@@ -57,10 +61,25 @@ def _leaves(obj: Any, path: tuple = ()) -> list[tuple]:
     return [path] if path else []
 
 
+def _mutate_answer(text: str, rng: random.Random) -> str:
+    """A wrong final text: the last number of its last line changed (a number with junk appended still reads
+    as that number), else the string mutation."""
+    head, _, last = text.rstrip().rpartition("\n")
+    m = _LAST_NUMBER.search(last)
+    if m:
+        value = float(m.group().replace(",", ""))
+        wrong = value * 2 + 1 if value >= 0 else value * 2 - 1
+        last = last[:m.start()] + (f"{wrong:g}" if "." in m.group() else str(int(wrong))) + last[m.end():]
+        return (head + "\n" if head else "") + last
+    return _mutate_value(text or "0", rng)
+
+
 def mutate(task: Task, submit_tool: str | None, seed: int = 0) -> tuple[list[ToolCall], str]:
     """The reference with one value of its answer changed (seeded, so a rejection is reproducible)."""
     rng = random.Random(f"{task.id}:{seed}")
     calls = [c.model_copy(deep=True) for c in task.reference.calls]
+    if task.verifier.kind in FINAL_TEXT_KINDS:
+        return calls, _mutate_answer(task.reference.answer, rng)
     targets = [c for c in calls if c.tool == submit_tool] or [c for c in calls if c.args]
     if targets:
         call = targets[-1]
@@ -87,7 +106,7 @@ def probes(task: Task, submit_tool: str | None) -> dict[str, tuple[list[ToolCall
         "claim": ([], CLAIM, 0.0),
         "mutated": (*mutate(task, submit_tool), 0.0),
     }
-    if task.verifier.kind != "answer":
+    if task.verifier.kind not in FINAL_TEXT_KINDS:
         out["noop"] = ([], ref.answer, 0.0)
     return out
 

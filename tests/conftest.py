@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -124,6 +125,104 @@ def submit(answer: str) -> str:
         answer: the answer
     """
     return "submitted"
+
+
+def fork_bomb() -> str:
+    """Fork without end; every child forks too and never returns (Docker tests only: pids limit)."""
+    while True:
+        try:
+            pid = os.fork()
+        except OSError:
+            continue
+        if pid == 0:
+            try:
+                while True:
+                    try:
+                        os.fork()
+                    except OSError:
+                        pass
+            finally:
+                os._exit(0)
+
+
+def fill(mb: int = 2048) -> str:
+    """Allocate and touch memory (unlike hog, whose untouched pages a cgroup never charges).
+
+    Args:
+        mb: megabytes
+    """
+    data = bytearray(b"x") * (mb << 20)
+    return str(len(data))
+
+
+def flood(mb: int = 1024) -> str:
+    """Print mb megabytes, one megabyte at a time.
+
+    Args:
+        mb: megabytes
+    """
+    chunk = "y" * (1 << 20)
+    for _ in range(mb):
+        print(chunk)
+    return "flooded"
+
+
+def egress(host: str = "1.1.1.1", port: int = 80) -> str:
+    """Open a TCP connection out of the sandbox.
+
+    Args:
+        host: address
+        port: port
+    """
+    import socket
+    with socket.create_connection((host, port), timeout=3):
+        return "connected"
+
+
+def write_outside(path: str) -> str:
+    """Write a file at an absolute path.
+
+    Args:
+        path: where
+    """
+    with open(path, "w") as f:
+        f.write("pwned")
+    return "written"
+
+
+def find_file(name: str) -> str:
+    """Search the whole file system for files with this name (Docker tests only).
+
+    Args:
+        name: file name
+    """
+    hits = []
+    for root, dirs, files in os.walk("/"):
+        dirs[:] = [d for d in dirs if os.path.join(root, d) not in ("/proc", "/sys", "/dev")]
+        if name in files:
+            hits.append(os.path.join(root, name))
+    return json.dumps(hits)
+
+
+def sleeper(seconds: float = 1000.0) -> str:
+    """Leave a background process running.
+
+    Args:
+        seconds: how long it sleeps
+    """
+    import subprocess
+    return str(subprocess.Popen(["sleep", str(seconds)], start_new_session=True).pid)
+
+
+def signal_pid(pid: int, sig: int = 9) -> str:
+    """Send a signal to a process.
+
+    Args:
+        pid: process id (-1: every process the tool may signal)
+        sig: signal number
+    """
+    os.kill(pid, sig)
+    return "sent"
 '''
 
 VERIFY = '''
@@ -169,3 +268,59 @@ def make_tiny_pack(dest: Path, *, tasks: int = 3, limits: dict | None = None) ->
 @pytest.fixture
 def tiny_pack(tmp_path) -> packmod.Pack:
     return make_tiny_pack(tmp_path / "tiny")
+
+
+# ---------------------------------------------------------------- Docker tests: run for real, or say why not
+
+_DOCKER_COUNTS = {"ran": 0, "skipped": 0}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip Docker tests with a reason when no local engine answers (CI then fails the session below)."""
+    marked = [item for item in items if item.get_closest_marker("docker")]
+    if not marked:
+        return
+    from envgen.sandbox.docker import docker_available
+
+    if not docker_available():
+        skip = pytest.mark.skip(reason="no local Docker engine answers; run .ci/setup-docker.sh (needs root)")
+        for item in marked:
+            item.add_marker(skip)
+
+
+def pytest_runtest_logreport(report):
+    if "docker" not in report.keywords:
+        return
+    if report.skipped and report.when in ("setup", "call"):
+        _DOCKER_COUNTS["skipped"] += 1
+    elif report.when == "call":
+        _DOCKER_COUNTS["ran"] += 1
+
+
+def _docker_expected_but_missing() -> bool:
+    ci = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+    return ci and (_DOCKER_COUNTS["skipped"] > 0 or _DOCKER_COUNTS["ran"] == 0)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    ran, skipped = _DOCKER_COUNTS["ran"], _DOCKER_COUNTS["skipped"]
+    terminalreporter.write_line(f"docker tests: {ran} ran, {skipped} skipped")
+    if _docker_expected_but_missing():
+        terminalreporter.write_line("CI=true but Docker tests did not all run: failing the session", red=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: the controller sees every report and decides
+    if _docker_expected_but_missing() and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session")
+def docker_tiny_pack(tmp_path_factory):
+    """The tiny pack (256 MB memory limit) with its image built once per session; present layers are reused."""
+    from envgen.images import build_pack_image, stderr_log
+
+    pack = make_tiny_pack(tmp_path_factory.mktemp("docker") / "tiny", limits={"memory_mb": 256})
+    return build_pack_image(pack, log=stderr_log)

@@ -106,7 +106,8 @@ def test_check_oracle_keeps_everything_after_one_rollout(tiny_pack, tmp_path, st
     assert len(tiny_pack.tasks) <= r.rollouts_spent <= len(tiny_pack.tasks) + 1
     assert packmod.load(tmp_path / "kept").manifest.stats["tasks"] == 3
     stats = packmod.load(tiny_pack.root).tasks[0].stats["check"]
-    assert stats["rollouts"] == 1 and stats["passes"] == 1 and stats["kept"] is True and stats["policy"] == "oracle"
+    assert stats["rollouts"] in (1, 2) and stats["passes"] == stats["rollouts"]
+    assert stats["kept"] is True and stats["policy"] == "oracle"
     assert stats["step_latency_p50_s"] > 0
     assert (tmp_path / "hist.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -10,9 +10,10 @@ import math
 
 from . import answer as _answer
 from . import program as _program
+from . import rubric as _rubric
 from . import state as _state
 
-KINDS = {"answer": _answer.check, "state": _state.check, "program": _program.check}
+KINDS = {"answer": _answer.check, "state": _state.check, "program": _program.check, "rubric": _rubric.check}
 
 
 def verify(spec: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: str | None) -> dict:

@@ -21,6 +21,28 @@ def normalize(text: str) -> str:
     return " ".join(text.split())
 
 
+_ANSWER_LINE = re.compile(r"^\s*(?:\*\*)?(?:final answer|answer)(?:\*\*)?\s*[:：]\s*(.+?)\s*$", re.I | re.M)
+_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+
+
+def extract(text: str, how: str) -> str:
+    """The part of a reply that is the answer: ``none`` (all of it), ``answer-line`` (the text after the last
+    "Answer:" line, else a \\boxed{} value, else all of it)."""
+    if how == "none":
+        return str(text)
+    if how != "answer-line":
+        raise ValueError(f"unknown extract {how!r}; use none or answer-line")
+    lines = _ANSWER_LINE.findall(str(text))
+    if lines:
+        return lines[-1].strip().strip("*").strip()
+    boxed = _BOXED.findall(str(text))
+    return boxed[-1] if boxed else str(text)
+
+
+def strip_accents(text: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
 def numbers(text: str) -> list[float]:
     return [float(m.replace(",", "")) for m in _NUMBER.findall(str(text))]
 
@@ -60,7 +82,9 @@ def math_equal(got: str, expected: str) -> tuple[bool, str]:
 
 
 def check(args: dict, *, answer: str, **_) -> dict:
-    """args: expected, aliases=[], mode=auto|exact|numeric|math, rel_tol=1e-6, abs_tol=1e-9."""
+    """args: expected, aliases=[], mode=auto|exact|numeric|math, rel_tol=1e-6, abs_tol=1e-9,
+    extract=none|answer-line (which part of the reply is the answer), accents=true (false: "Bogota" matches
+    "Bogotá" in exact mode)."""
     if "expected" not in args:
         raise ValueError("answer verifier needs args.expected")
     expected = args["expected"]
@@ -69,10 +93,12 @@ def check(args: dict, *, answer: str, **_) -> dict:
         mode = "numeric" if isinstance(expected, (int, float)) and not isinstance(expected, bool) else "exact"
     if not str(answer).strip():
         return {"reward": 0.0, "details": {"mode": mode, "reason": "empty answer"}}
+    answer = extract(answer, args.get("extract", "none"))
     golds = [expected, *args.get("aliases", [])]
     engine = mode
     if mode == "exact":
-        ok = normalize(answer) in {normalize(g) for g in golds}
+        norm = normalize if args.get("accents", True) else (lambda t: normalize(strip_accents(str(t))))
+        ok = norm(answer) in {norm(g) for g in golds}
     elif mode == "numeric":
         ok = any(numeric_equal(answer, float(g), args.get("rel_tol", 1e-6), args.get("abs_tol", 1e-9)) for g in golds)
     elif mode == "math":
