@@ -1,0 +1,225 @@
+"""Pieces of the general-agent pipeline on their own: code checks, the in-sandbox solution harness,
+agent role files, search backends."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sqlite3
+import textwrap
+
+import pytest
+
+from envgen import codecheck
+from envgen.agentspec import list_specs, load_spec, parse_spec
+from envgen.errors import EnvgenError
+from envgen.pack import Limits, Manifest, Pack
+from envgen.paths import bundled
+from envgen.sandbox import open_sandbox
+from envgen.search import SearchBackend, SearchResult, SearchTool, SearchUnavailable, get_backend, register_backend
+
+# ----------------------------------------------------------------------------- static checks
+
+
+def test_solution_check_allows_tools_and_logic_only():
+    ok = textwrap.dedent('''
+        LIMIT = 3
+        def pick(items):
+            return sorted(items, key=lambda h: (h["price"], h["name"]))[:LIMIT]
+        def solve():
+            hits = search_hotels("Lisbon", max_price=100)
+            names = [h["name"].upper() for h in pick(hits)]
+            try:
+                get_hotel(hotel_id=99)
+            except ToolError:
+                pass
+            return ", ".join(names)
+        ''')
+    assert codecheck.check_solution(ok, ["search_hotels", "get_hotel"]) == []
+    bad = {
+        "import sqlite3\ndef solve():\n    return 1": "may not import",
+        "def solve():\n    return open('state/db.sqlite').read()": "open() is neither a tool",
+        "def solve():\n    return search.__globals__": "__globals__ is not allowed",
+        "def solve():\n    return eval('1')": "eval is not allowed",
+        "def solve():\n    return fetch('x')": "fetch() is neither a tool",
+        "def solve():\n    return (lambda: 1)()": "call a tool, a builtin or a defined function by name",
+        "x = search('a')\ndef solve():\n    return x": "top level may hold only function definitions",
+        "def solve(city):\n    return city": "solve() must take no arguments",
+        "def main():\n    return 1": "defines no top-level function solve()",
+        "def solve(:\n": "does not parse",
+    }
+    for code, problem in bad.items():
+        problems = codecheck.check_solution(code, ["search"])
+        assert any(problem in p for p in problems), (code, problems)
+
+
+def test_verification_and_tools_checks():
+    assert codecheck.check_verification("import json\ndef verify(answer, calls, ctx):\n    return True") == []
+    assert "verify() may take only" in codecheck.check_verification("def verify(answer, db):\n    return 1")[0]
+    assert "import of 'os'" in codecheck.check_verification("import os\ndef verify(answer):\n    return 1")[0]
+    tools = 'import sqlite3\n\ndef find(city: str) -> list:\n    """Find.\n\n    Args:\n        city: c\n    """\n    return []\n'
+    assert codecheck.check_tools_source(tools) == []
+    problems = codecheck.check_tools_source("import subprocess, datetime\ndef a():\n    return datetime.now()\n")
+    assert any("import of 'subprocess'" in p for p in problems)
+    assert any("datetime.now is non-deterministic" in p for p in problems)
+    assert any("tool a (line 2) has no docstring" in p for p in problems)
+    # raising difficulty may add tools and imports, never change existing ones
+    grown = tools.replace("import sqlite3", "import sqlite3, json") + "\ndef more() -> int:\n    return 1\n"
+    assert codecheck.changed_definitions(tools, grown) == []
+    assert codecheck.changed_definitions(tools, tools.replace("return []", "return [1]")) == ["def find"]
+
+
+# ----------------------------------------------------------------------------- the solution harness
+
+
+TOOLS = '''
+import sqlite3
+
+
+def search(city: str, limit: int = 10) -> list:
+    """Search.
+
+    Args:
+        city: the city
+        limit: most results
+    """
+    con = sqlite3.connect("state/db.sqlite")
+    rows = con.execute("SELECT name FROM t WHERE city = ? LIMIT ?", (city, limit)).fetchall()
+    con.close()
+    if not rows:
+        raise ValueError(f"unknown city {city}")
+    return [r[0] for r in rows]
+
+
+def blob(n: int) -> str:
+    """Long output.
+
+    Args:
+        n: characters
+    """
+    return "x" * n
+'''
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    root = tmp_path_factory.mktemp("probe")
+    (root / "env" / "state").mkdir(parents=True)
+    harness = (bundled("envs") / "workspace" / "harness.py").read_text()
+    (root / "env" / "tools.py").write_text(TOOLS + harness)
+    con = sqlite3.connect(root / "env" / "state" / "db.sqlite")
+    con.execute("CREATE TABLE t (name TEXT, city TEXT)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", [("A", "Lisbon"), ("B", "Lisbon"), ("C", "Porto")])
+    con.commit()
+    con.close()
+    pack = Pack(Manifest(name="probe", family="test", tools=[], limits=Limits(output_limit=1 << 20)), [], root=root)
+    with open_sandbox(pack, "local") as sbx:
+        sbx.reset()
+        yield sbx
+
+
+def solve(sbx, code: str, limit: int = 16384) -> dict:
+    res = sbx.call("envgen_solve", {"code": textwrap.dedent(code), "tools": ["search", "blob"], "output_limit": limit})
+    assert res.ok, res.content
+    return json.loads(res.content)
+
+
+def test_harness_records_tool_calls_as_the_reference(probe):
+    assert "envgen_solve" in [t["function"]["name"] for t in probe.tools]
+    out = solve(probe, '''
+        def solve():
+            names = search("Lisbon", limit=5)
+            try:
+                search(city="Nowhere")
+            except ToolError as e:
+                pass
+            return len(names)
+        ''')
+    assert out == {"ok": True, "answer": "2", "calls": [
+        {"tool": "search", "args": {"city": "Lisbon", "limit": 5}, "ok": True},
+        {"tool": "search", "args": {"city": "Nowhere"}, "ok": False}]}
+
+
+def test_harness_refuses_direct_access_outside_tool_frames(probe):
+    """Code that got past the static check still cannot reach files, the database or processes."""
+    out = solve(probe, '''
+        def solve():
+            return search.__globals__["sqlite3"].connect("state/db.sqlite")
+        ''')
+    assert out["ok"] is False and out["blocked"] == "sqlite3.connect" and "PermissionError" in out["error"]
+    out = solve(probe, '''
+        def solve():
+            return search.__globals__["__builtins__"]["open"]("state/db.sqlite").read()
+        ''')
+    assert out["blocked"] == "open"
+    out = solve(probe, 'def solve():\n    return open("state/db.sqlite")\n')
+    assert out["ok"] is False and "NameError" in out["error"]  # not even in scope
+    # the guard is off again: the tools themselves work afterwards
+    assert probe.call("search", {"city": "Porto"}).content == '["C"]'
+
+
+def test_harness_holds_solutions_to_what_an_agent_would_see(probe):
+    out = solve(probe, 'def solve():\n    return blob(n=500)\n', limit=300)
+    assert out["ok"] is False and "more than the 300 an agent sees" in out["error"]
+    out = solve(probe, 'def solve():\n    search("Lisbon")\n')
+    assert out["ok"] is False and "returned nothing" in out["error"]
+    out = solve(probe, 'def solve():\n    return 1 / 0\n')
+    assert out["error"] == "ZeroDivisionError: division by zero (solution line 2)"
+
+
+# ----------------------------------------------------------------------------- agent roles
+
+
+def test_every_role_loads_with_its_tools():
+    general = ["difficulty-raiser", "env-builder", "reviewer", "task-proposer", "tool-writer"]
+    assert set(general) <= set(list_specs())
+    for name in list_specs():  # every role file shipped (other families' too) has a valid header
+        assert load_spec(name).name == name
+    builder = load_spec("env-builder")
+    assert builder.tools == ["bash", "read_file", "write_file", "list_files", "search"]
+    assert builder.budgets.max_turns == 40 and "env/state/db.sqlite" in builder.instructions
+    assert "submit_task" in load_spec("difficulty-raiser").tools and load_spec("reviewer").tools == ["submit_review"]
+
+
+def test_role_errors_name_the_file_and_field(tmp_path):
+    with pytest.raises(EnvgenError) as e:
+        load_spec("planner")
+    assert str(e.value) == f"unknown agent role 'planner'; known roles: {', '.join(list_specs())}"
+    assert "difficulty-raiser, env-builder" in str(e.value)
+    with pytest.raises(EnvgenError, match=r"x.md: header: budgets.max_turns: Input should be greater"):
+        parse_spec("---\nname: x\ndescription: d\nbudgets: {max_turns: 0}\n---\nbody", tmp_path / "x.md")
+    with pytest.raises(EnvgenError, match=r"x.md: header: colour: unknown field"):
+        parse_spec("---\nname: x\ndescription: d\ncolour: red\n---\nbody", tmp_path / "x.md")
+    with pytest.raises(EnvgenError, match=r"header: description: missing required field"):
+        parse_spec("---\nname: x\n---\nbody")
+    with pytest.raises(EnvgenError, match="missing YAML header"):
+        parse_spec("just text")
+    (tmp_path / "a.md").write_text("---\nname: b\ndescription: d\n---\nhi\n")
+    with pytest.raises(EnvgenError, match="does not match the file name 'a'"):
+        load_spec("a", tmp_path)
+
+
+# ----------------------------------------------------------------------------- search
+
+
+def test_search_backends():
+    tool = SearchTool(get_backend("none"))
+    with pytest.raises(SearchUnavailable, match="web search is off"):
+        tool("hotels in Lisbon")
+    if importlib.util.find_spec("ddgs") is None:
+        with pytest.raises(SearchUnavailable, match=r"needs the 'search' extra: pip install 'envgen\[search\]'"):
+            get_backend("web").search("x")
+
+    class Fixed(SearchBackend):
+        name = "fixed"
+
+        def search(self, query, max_results=5):
+            return [SearchResult(f"{query} {i}", f"https://example.org/{i}", "...") for i in range(max_results)]
+
+    register_backend("fixed", Fixed)
+    tool = SearchTool(get_backend("fixed"), max_results=3)
+    assert [r["url"] for r in tool("q", max_results=10)] == [f"https://example.org/{i}" for i in range(3)]
+    tool("q", max_results=1)
+    assert tool.seen == [f"https://example.org/{i}" for i in range(3)]
+    fn = tool.as_function()
+    assert fn.__name__ == "search" and "Args:" in fn.__doc__
