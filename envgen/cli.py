@@ -72,20 +72,50 @@ def _table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
 @app.command()
 def build(
     family: str = typer.Argument(..., help="Family to build, e.g. general."),
-    category: str = typer.Option(..., "--category", "-c", help="Category within the family, e.g. travel-planning."),
+    category: str = typer.Option(..., "--category", "-c", help="Category, e.g. travel-planning (offline) or any "
+                                 "task category in words with --llm-model."),
     out_dir: Path = typer.Option(..., "--out", "-o", help="Directory to write the pack to (replaced atomically)."),
-    tasks: Optional[int] = typer.Option(None, "--tasks", "-n", min=1, help="Tasks to propose (default: the category's)."),
+    tasks: Optional[int] = typer.Option(None, "--tasks", "-n", min=1, help="Tasks to propose offline (default: the category's)."),
     seed: int = typer.Option(0, "--seed", help="Seed; the same seed gives the same pack."),
     workers: int = WorkersOpt,
     sandbox: str = SandboxOpt,
+    llm_model: Optional[str] = typer.Option(None, "--llm-model", envvar="ENVGEN_LLM_MODEL",
+                                            help="Run the LLM agent pipeline with this model (else the offline generator)."),
+    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="OPENAI_BASE_URL",
+                                               help="OpenAI-compatible endpoint for --llm-model."),
+    llm_api_key: Optional[str] = typer.Option(None, "--llm-api-key", help="API key (default OPENAI_API_KEY)."),
+    llm_config: Optional[Path] = typer.Option(None, "--llm-config", help="YAML/JSON file naming several models "
+                                              "(models: [{name, base_url, model, ...}], roles: {...})."),
+    store: Optional[str] = typer.Option(None, "--store", envvar="ENVGEN_STORE",
+                                        help="State store URL or SQLite path; rerunning resumes from it."),
+    max_levels: int = typer.Option(3, "--max-levels", min=1, help="LLM pipeline: difficulty levels per task chain."),
+    chains: int = typer.Option(1, "--chains", min=1, help="LLM pipeline: independent task chains per environment."),
+    search: str = typer.Option("none", "--search", help="LLM pipeline: the builder's search backend (none, web, local)."),
+    review: bool = typer.Option(True, "--review/--no-review", help="LLM pipeline: a reviewer agent checks every level."),
     as_json: bool = JsonOpt,
 ):
-    """Generate a pack offline, gate every task through the red-team, and save what passes."""
-    from .build import build as run_build
+    """Generate a pack, gate every task through the red-team, and save what passes.
 
-    with _progress(f"red-team {family}/{category}", total=tasks or 0, enabled=not as_json) as advance:
-        report = run_build(family, category, out_dir, tasks=tasks, seed=seed, workers=workers, sandbox=sandbox,
-                           progress=advance)
+    Offline (no --llm-model/--llm-config) a procedural generator builds the category; with a model the
+    DeepSeek-V3.2 agent pipeline builds a database, tools and tasks for any category, resumably.
+    """
+    if llm_model or llm_config:
+        if family != "general":
+            raise EnvgenError(f"--llm-model builds the general family; for {family!r} drop it or see `envgen families`")
+        from .agent import load_llm
+        from .synth_general import stage_count, synthesize
+
+        pool = load_llm(llm_config, base_url=llm_base_url, model=llm_model, api_key=llm_api_key)
+        with _progress(f"synthesize {category}", total=stage_count(max_levels, chains), enabled=not as_json) as advance:
+            report = synthesize(category, out_dir, llm=pool, store_url=store, sandbox=sandbox, max_levels=max_levels,
+                                chains=chains, seed=seed, search=search, review=review, workers=workers,
+                                progress=advance)
+    else:
+        from .build import build as run_build
+
+        with _progress(f"red-team {family}/{category}", total=tasks, enabled=not as_json) as advance:
+            report = run_build(family, category, out_dir, tasks=tasks, seed=seed, workers=workers, sandbox=sandbox,
+                               progress=advance)
     summary = report.summary()
     if as_json:
         _emit_json(summary)
@@ -96,6 +126,9 @@ def build(
     out.print(_table("difficulty (tool calls)", list(hist), [list(hist.values())]))
     if summary.get("rejected_by_reason"):
         out.print(_table("rejected", ["reason", "tasks"], [[k, v] for k, v in summary["rejected_by_reason"].items()]))
+    if summary.get("llm"):
+        spent = summary["llm"].get("spent", summary["llm"])
+        out.print(f"LLM spend: {json.dumps(spent, default=str)}", markup=False, highlight=False)
 
 
 @app.command()
