@@ -30,11 +30,11 @@ class Worker:
     """One env + one policy; runs rollouts one after another."""
 
     def __init__(self, pack_ref: str, policy_spec: str, sandbox: str = "local", seed: int = 0,
-                 pass_threshold: float = PASS_THRESHOLD):
+                 pass_threshold: float = PASS_THRESHOLD, judge: str | None = None):
         from .gym import PackEnv
         from .policy import make_policy
 
-        self.env = PackEnv(pack_ref, sandbox=sandbox)
+        self.env = PackEnv(pack_ref, sandbox=sandbox, judge=judge)
         self.policy = make_policy(policy_spec)
         self.seed, self.pass_threshold = seed, pass_threshold
 
@@ -94,7 +94,7 @@ class RayExecutor:
     """
 
     def __init__(self, pack_ref: str, policy_spec: str, sandbox: str, seed: int, workers: int,
-                 pass_threshold: float = PASS_THRESHOLD, address: str | None = None):
+                 pass_threshold: float = PASS_THRESHOLD, address: str | None = None, judge: str | None = None):
         try:
             import ray
         except ImportError:
@@ -104,7 +104,7 @@ class RayExecutor:
             ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
                      include_dashboard=False, **({} if address else {"num_cpus": max(workers, 1)}))
         actor = ray.remote(num_cpus=1)(Worker)
-        self._idle = [actor.remote(pack_ref, policy_spec, sandbox, seed, pass_threshold) for _ in range(workers)]
+        self._idle = [actor.remote(pack_ref, policy_spec, sandbox, seed, pass_threshold, judge) for _ in range(workers)]
         self._all = list(self._idle)
         self._pending: dict[Any, Any] = {}
 
@@ -129,11 +129,12 @@ class RayExecutor:
 
 
 def make_executor(kind: str, pack_ref: str, policy_spec: str, *, sandbox: str, seed: int, workers: int,
-                  pass_threshold: float = PASS_THRESHOLD, ray_address: str | None = None):
+                  pass_threshold: float = PASS_THRESHOLD, ray_address: str | None = None, judge: str | None = None):
+    """`judge` is a spec string (see envgen.grm.make_judge) so each worker, Ray actors included, builds its own."""
     if kind == "local":
-        return LocalExecutor(lambda: Worker(pack_ref, policy_spec, sandbox, seed, pass_threshold), workers)
+        return LocalExecutor(lambda: Worker(pack_ref, policy_spec, sandbox, seed, pass_threshold, judge), workers)
     if kind == "ray":
-        return RayExecutor(pack_ref, policy_spec, sandbox, seed, workers, pass_threshold, ray_address)
+        return RayExecutor(pack_ref, policy_spec, sandbox, seed, workers, pass_threshold, ray_address, judge)
     raise EnvgenError(f"unknown executor {kind!r}; use local or ray")
 
 
@@ -169,7 +170,8 @@ class CheckReport:
 def check(pack_ref: str, policy: str, *, k: int = 100, keep: str = "at-least-once", out: Path | None = None,
           workers: int = 8, executor: str = "local", sandbox: str = "local", seed: int = 0,
           store_url: str | None = None, plot: Path | None = None, pass_threshold: float = PASS_THRESHOLD,
-          ray_address: str | None = None, progress: Callable[[int], None] | None = None) -> CheckReport:
+          ray_address: str | None = None, judge: str | None = None,
+          progress: Callable[[int], None] | None = None) -> CheckReport:
     """Run the pass check; write per-task stats into the pack, the kept tasks to `out`, a histogram to `plot`."""
     from .passcheck import parse_rule
     from .ledger import RolloutLedger
@@ -185,7 +187,7 @@ def check(pack_ref: str, policy: str, *, k: int = 100, keep: str = "at-least-onc
     spent = 0
     t0 = time.perf_counter()
     ex = make_executor(executor, str(p.root), policy, sandbox=sandbox, seed=seed, workers=workers,
-                       pass_threshold=pass_threshold, ray_address=ray_address)
+                       pass_threshold=pass_threshold, ray_address=ray_address, judge=judge)
 
     def on_outcome(o: Outcome) -> None:
         nonlocal spent
@@ -255,7 +257,7 @@ class EvalReport:
 
 def evaluate(pack_ref: str, policies: list[str], *, sample: int = 50, k: int = 4, seed: int = 0, workers: int = 8,
              executor: str = "local", sandbox: str = "local", store_url: str | None = None,
-             pass_threshold: float = PASS_THRESHOLD, ray_address: str | None = None,
+             pass_threshold: float = PASS_THRESHOLD, ray_address: str | None = None, judge: str | None = None,
              progress: Callable[[int], None] | None = None) -> EvalReport:
     """pass@1..k of each policy on a seeded sample of tasks (the DeepSeek-V3.2 Table-5 check)."""
     from .ledger import RolloutLedger
@@ -268,7 +270,7 @@ def evaluate(pack_ref: str, policies: list[str], *, sample: int = 50, k: int = 4
         ledger = RolloutLedger(store_url, pack_version=p.manifest.version, policy=spec, seed=seed)
         sched = Scheduler(chosen, Fixed(k), workers, done=ledger.load())
         ex = make_executor(executor, str(p.root), spec, sandbox=sandbox, seed=seed, workers=workers,
-                           pass_threshold=pass_threshold, ray_address=ray_address)
+                           pass_threshold=pass_threshold, ray_address=ray_address, judge=judge)
 
         def on_outcome(o: Outcome) -> None:
             ledger.record(o)

@@ -25,6 +25,8 @@ image_app = typer.Typer(help="Docker images: offline base images and pack images
 sandbox_app = typer.Typer(help="Sandbox housekeeping.", no_args_is_help=True)
 app.add_typer(image_app, name="image")
 app.add_typer(sandbox_app, name="sandbox")
+corpus_app = typer.Typer(help="Corpora for the search family: index them, mine long-tail entities.", no_args_is_help=True)
+app.add_typer(corpus_app, name="corpus")
 
 out = Console()
 err = Console(stderr=True)
@@ -92,6 +94,11 @@ def build(
     chains: int = typer.Option(1, "--chains", min=1, help="LLM pipeline: independent task chains per environment."),
     search: str = typer.Option("none", "--search", help="LLM pipeline: the builder's search backend (none, web, local)."),
     review: bool = typer.Option(True, "--review/--no-review", help="LLM pipeline: a reviewer agent checks every level."),
+    corpus: Optional[str] = typer.Option(None, "--corpus", help="search + LLM: corpus to mine entities from "
+                                         "(JSONL, folder of text/HTML, hf:NAME)."),
+    index: Optional[Path] = typer.Option(None, "--index", help="search + LLM: a built index (envgen corpus index)."),
+    search_config: Optional[Path] = typer.Option(None, "--search-config", help="search + LLM: YAML/JSON naming the "
+                                                 "question/answer agent configurations and the keep rule."),
     as_json: bool = JsonOpt,
 ):
     """Generate a pack, gate every task through the red-team, and save what passes.
@@ -100,16 +107,30 @@ def build(
     DeepSeek-V3.2 agent pipeline builds a database, tools and tasks for any category, resumably.
     """
     if llm_model or llm_config:
-        if family != "general":
-            raise EnvgenError(f"--llm-model builds the general family; for {family!r} drop it or see `envgen families`")
         from .agent import load_llm
-        from .synth_general import stage_count, synthesize
 
         pool = load_llm(llm_config, base_url=llm_base_url, model=llm_model, api_key=llm_api_key)
-        with _progress(f"synthesize {category}", total=stage_count(max_levels, chains), enabled=not as_json) as advance:
-            report = synthesize(category, out_dir, llm=pool, store_url=store, sandbox=sandbox, max_levels=max_levels,
-                                chains=chains, seed=seed, search=search, review=review, workers=workers,
-                                progress=advance)
+        if family == "general":
+            from .synth_general import stage_count, synthesize
+
+            with _progress(f"synthesize {category}", total=stage_count(max_levels, chains),
+                           enabled=not as_json) as advance:
+                report = synthesize(category, out_dir, llm=pool, store_url=store, sandbox=sandbox,
+                                    max_levels=max_levels, chains=chains, seed=seed, search=search, review=review,
+                                    workers=workers, progress=advance)
+        elif family == "search":
+            from .synth_search import synthesize_search
+
+            if corpus is None and index is None:
+                raise EnvgenError("envgen build search with a model needs --corpus or --index to mine entities from")
+            questions = tasks or 20
+            with _progress("search questions", total=questions, enabled=not as_json) as advance:
+                report = synthesize_search(out_dir, llm=pool, corpus=corpus, index=index, questions=questions,
+                                           seed=seed, search="local" if search == "none" else search,
+                                           config=search_config, store_url=store, workers=workers, sandbox=sandbox,
+                                           progress=advance, name=category)
+        else:
+            raise EnvgenError(f"--llm-model builds the general and search families, not {family!r}")
     else:
         from .build import build as run_build
 
@@ -168,6 +189,8 @@ ExecutorOpt = typer.Option("local", "--executor", envvar="ENVGEN_EXECUTOR",
                            help="local (thread pool, one sandbox per worker) or ray (Ray actors; --ray-address joins a cluster).")
 StoreOpt = typer.Option(None, "--store", envvar="ENVGEN_STORE",
                         help="State store URL (SQLAlchemy); default a SQLite file in ~/.cache/envgen.")
+JudgeOpt = typer.Option(None, "--judge", envvar="ENVGEN_JUDGE",
+                        help="Grade rubric tasks with an LLM judge: MODEL[?base_url=URL&votes=K].")
 
 
 @app.command()
@@ -184,6 +207,7 @@ def check(
     sandbox: str = SandboxOpt,
     seed: int = typer.Option(0, "--seed", help="Base seed of the rollouts (rollout i of a task always reuses its seed)."),
     store: Optional[str] = StoreOpt,
+    judge: Optional[str] = JudgeOpt,
     as_json: bool = JsonOpt,
 ):
     """The pass check: k rollouts per task, stopped as soon as each keep/drop decision is known.
@@ -198,7 +222,7 @@ def check(
     with _progress(f"check {p.manifest.name}", total=None, enabled=not as_json) as advance:
         report = run_check_cmd(str(p.root), policy, k=k, keep=keep, out=out_dir, workers=workers, executor=executor,
                                sandbox=sandbox, seed=seed, store_url=store, plot=plot, ray_address=ray_address,
-                               progress=advance)
+                               judge=judge, progress=advance)
     summary = report.summary()
     if as_json:
         summary["tasks_stats"] = report.stats
@@ -228,6 +252,7 @@ def eval_(
     sandbox: str = SandboxOpt,
     seed: int = typer.Option(0, "--seed"),
     store: Optional[str] = StoreOpt,
+    judge: Optional[str] = JudgeOpt,
     as_json: bool = JsonOpt,
 ):
     """pass@k of one or more policies on a seeded sample of tasks (unbiased estimator)."""
@@ -235,7 +260,7 @@ def eval_(
 
     with _progress("eval", total=None, enabled=not as_json) as advance:
         report = evaluate(pack, policy, sample=sample, k=k, seed=seed, workers=workers, executor=executor,
-                          sandbox=sandbox, store_url=store, ray_address=ray_address, progress=advance)
+                          sandbox=sandbox, store_url=store, ray_address=ray_address, judge=judge, progress=advance)
     if as_json:
         _emit_json(report.summary())
         return
@@ -251,16 +276,18 @@ def eval_(
 def run(
     pack: str = typer.Argument(..., help="Pack directory or hf://ORG/NAME."),
     task: Optional[str] = typer.Option(None, "--task", "-t", help="Task id (default: a seeded choice)."),
-    policy: str = typer.Option("oracle", "--policy", "-p", help="oracle (replays the reference) or null."),
+    policy: str = typer.Option("oracle", "--policy", "-p", help="oracle[:FORMAT] (replays the reference), null, "
+                               "openai:MODEL?.. or hf:PATH?.."),
     seed: int = typer.Option(0, "--seed"),
     sandbox: str = SandboxOpt,
+    judge: Optional[str] = JudgeOpt,
     as_json: bool = JsonOpt,
 ):
     """Run one episode through the Gymnasium env and print its transcript."""
     from .gym import PackEnv
     from .policy import format_transcript, make_policy, rollout
 
-    env = PackEnv(pack, sandbox=sandbox)
+    env = PackEnv(pack, sandbox=sandbox, judge=judge)
     try:
         t = rollout(env, make_policy(policy), task_id=task, seed=seed)
     finally:
@@ -318,6 +345,55 @@ def families(as_json: bool = JsonOpt):
                      [[c.family, c.name, c.description] for c in cats.values()]))
 
 
+# ----------------------------------------------------------------------------- corpus
+
+
+@corpus_app.command("index")
+def corpus_index(
+    source: str = typer.Argument(..., help="JSONL(.gz), a folder of text/HTML, a save_to_disk folder, or hf:NAME."),
+    out_file: Path = typer.Option(..., "--out", "-o", help="SQLite FTS5 index to write."),
+    split: str = typer.Option("train", "--split"),
+    id_field: str = typer.Option("id", "--id-field"),
+    title_field: str = typer.Option("title", "--title-field"),
+    text_field: str = typer.Option("text", "--text-field"),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1),
+    as_json: bool = JsonOpt,
+):
+    """Index a corpus into a local SQLite FTS5 file (the offline search backend)."""
+    from dataclasses import asdict
+
+    from .corpus import index_corpus
+
+    st = index_corpus(source, out_file, split=split, id_field=id_field, title_field=title_field,
+                      text_field=text_field, limit=limit)
+    if as_json:
+        _emit_json(asdict(st))
+        return
+    out.print(_table(str(st.path), ["docs", "languages", "domains", "MB", "seconds"],
+                     [[st.docs, dict(st.languages), dict(st.domains), f"{st.bytes / 1e6:.1f}", f"{st.seconds:.1f}"]]))
+
+
+@corpus_app.command("entities")
+def corpus_entities(
+    index_file: Path = typer.Argument(..., help="An index from `envgen corpus index`."),
+    n: int = typer.Option(20, "-n", min=1, help="Entities to sample."),
+    seed: int = typer.Option(0, "--seed"),
+    min_score: float = typer.Option(0.0, "--min-score", help="Minimum long-tail score (0..1, rarer is higher)."),
+    spans: bool = typer.Option(True, "--spans/--no-spans", help="Also mine named-entity spans, not only titles."),
+    as_json: bool = JsonOpt,
+):
+    """Mine entities from an index, score how long-tail they are, and sample across domains and languages."""
+    from .corpus import mine_entities, sample_entities
+
+    kinds = ("title", "span") if spans else ("title",)
+    chosen = sample_entities(mine_entities(index_file, spans=spans), n, seed, min_score=min_score, kinds=kinds)
+    if as_json:
+        _emit_json([e.to_dict() for e in chosen])
+        return
+    out.print(_table(f"{len(chosen)} entities", ["name", "kind", "lang", "domain", "df", "in-links", "score"],
+                     [[e.name, e.kind, e.lang, e.domain, e.df, e.inlinks, f"{e.score:.3f}"] for e in chosen]))
+
+
 # ----------------------------------------------------------------------------- docker
 
 
@@ -361,13 +437,14 @@ def publish(
     private: bool = typer.Option(False, "--private"),
     revision: Optional[str] = typer.Option(None, "--revision", help="Branch to publish to (default main)."),
     dry_run: Optional[Path] = typer.Option(None, "--dry-run", help="Write the exact upload folder here and stop."),
+    license_: Optional[str] = typer.Option(None, "--license", help="Licence id for the card (default: unknown)."),
     as_json: bool = JsonOpt,
 ):
     """Publish a pack as a Hugging Face dataset (uses HF_TOKEN); an unchanged pack uploads nothing."""
     from .hub import publish as run_publish
     from .pack import load
 
-    res = run_publish(load(pack), repo, private=private, revision=revision, dry_run=dry_run)
+    res = run_publish(load(pack), repo, private=private, revision=revision, dry_run=dry_run, license=license_)
     if as_json:
         _emit_json(res.to_dict())
     else:

@@ -309,6 +309,23 @@ class RubricJudge:
         return self.grade(Rubric.from_task(task), answer, key=task.id)
 
 
+def make_judge(spec: str) -> RubricJudge:
+    """A judge from its CLI spelling ``MODEL[?base_url=URL&votes=K&temperature=T&max_attempts=N]``
+    (the endpoint defaults to ``OPENAI_BASE_URL``, the key to ``OPENAI_API_KEY``)."""
+    from urllib.parse import parse_qsl
+
+    model, _, query = spec.removeprefix("openai:").partition("?")
+    opts = dict(parse_qsl(query))
+    judge_opts = {k: int(opts.pop(k)) for k in ("votes", "max_attempts") if k in opts}
+    if "temperature" in opts:
+        opts["temperature"] = float(opts["temperature"])
+    try:
+        cfg = LLMConfig(name="judge", model=model, **opts)
+    except Exception as e:
+        raise EnvgenError(f"judge {spec!r}: {e}".splitlines()[0]) from None
+    return RubricJudge(cfg, **judge_opts)
+
+
 class JudgedSandbox:
     """A sandbox whose ``verify`` grades ``rubric`` tasks with the judge after the sandbox's own check.
 

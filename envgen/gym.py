@@ -253,6 +253,8 @@ class PackEnv(gymnasium.Env[str, Any]):
         system_prompt: prepended to ``info["messages"]`` unless the task's prompt has a system message;
             None or "" for none.
         render_mode: None or "ansi" (``render()`` returns the transcript text).
+        judge: grades ``rubric`` tasks on the host after the sandbox's check: a ``envgen.grm.RubricJudge``
+            or its spec ``MODEL?base_url=..&votes=K`` (None: the sandbox's deterministic answer check).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -260,7 +262,7 @@ class PackEnv(gymnasium.Env[str, Any]):
     def __init__(self, pack: Any, sandbox: str = "local", tool_format: str = "auto", max_turns: int | None = None,
                  task_ids: list[str] | None = None, max_text: int = DEFAULT_MAX_TEXT,
                  sandbox_options: dict[str, Any] | None = None, system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-                 render_mode: str | None = None):
+                 render_mode: str | None = None, judge: Any = None):
         from .actions import PARSE_FORMATS, canonical_format
         from .pack import open_pack
         from .sandbox import BACKENDS
@@ -296,6 +298,11 @@ class PackEnv(gymnasium.Env[str, Any]):
         self.observation_space = TextSpace(self.max_text)
         self.action_space = TextSpace(self.max_text, accept_messages=True)
 
+        if isinstance(judge, str):
+            from .grm import make_judge
+
+            judge = make_judge(judge)
+        self.judge = judge
         self._sandbox = None
         self._episode = None
         self._task = None
@@ -320,6 +327,10 @@ class PackEnv(gymnasium.Env[str, Any]):
             from .sandbox import open_sandbox
 
             self._sandbox = open_sandbox(self.pack, self.backend, **self.sandbox_options)
+            if self.judge is not None:
+                from .grm import JudgedSandbox
+
+                self._sandbox = JudgedSandbox(self._sandbox, self.judge)
         return self._sandbox
 
     def _info(self) -> dict[str, Any]:
