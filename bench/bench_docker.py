@@ -226,14 +226,30 @@ def _pids(name: str) -> list[int]:
     return out
 
 
+def _cgroup_mb(cid: str) -> float:
+    """A container's memory use (its processes, page cache and tmpfs) from its cgroup, v1 or v2."""
+    for path in (f"/sys/fs/cgroup/memory/docker/{cid}/memory.usage_in_bytes",
+                 f"/sys/fs/cgroup/memory/system.slice/docker-{cid}.scope/memory.usage_in_bytes",
+                 f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/memory.current",
+                 f"/sys/fs/cgroup/docker/{cid}/memory.current"):
+        try:
+            return int(open(path).read()) / (1 << 20)
+        except OSError:
+            continue
+    return 0.0
+
+
 def snapshot() -> dict:
     mem = {line.split(":")[0]: int(line.split()[1]) for line in open("/proc/meminfo")}
+    ours = engine().containers.list(all=True, filters={"label": [LABEL, f"envgen.owner_pid={os.getpid()}"]})
+    mine = f"-{os.getpid()}-"  # this process's containers and io dirs only: other jobs may share the engine
     return {
-        "containers": len(engine().containers.list(all=True, filters={"label": LABEL})),
-        "io_dirs": len(list(io_root().iterdir())) if io_root().is_dir() else 0,
+        "containers": len(ours),
+        "sandboxes_mb": sum(_cgroup_mb(c.id) for c in ours),
+        "io_dirs": len([d for d in io_root().iterdir() if mine in d.name]) if io_root().is_dir() else 0,
         "dockerd_mb": sum(_rss_kb(p) for p in _pids("dockerd")) / 1024,
         "containerd_mb": sum(_rss_kb(p) for p in _pids("containerd")) / 1024,
-        "shims": len(_pids("containerd-shim")) + len(_pids("containerd-shim-runc-v2")),
+        "shims": len(_pids("containerd-shim")) + len(_pids("containerd-shim-runc-v2")),  # machine-wide
         "host_used_mb": (mem["MemTotal"] - mem["MemAvailable"]) / 1024,
         "bench_mb": _rss_kb("self") / 1024,
         "bench_fds": len(os.listdir("/proc/self/fd")),
@@ -302,6 +318,7 @@ def main() -> None:
     ap.add_argument("--reopen-every", type=int, default=10, help="episodes per sandbox before it goes back to the pool")
     ap.add_argument("--write", action="store_true", help="record the figures in bench/RESULTS.md")
     a = ap.parse_args()
+    load = os.getloadavg()[0]
 
     with tempfile.TemporaryDirectory() as d:
         pack = build_pack_image(make_tiny_pack(Path(d) / "tiny", limits={"memory_mb": 256}), log=stderr_log)
@@ -342,11 +359,12 @@ def main() -> None:
     soak_rows = "\n".join([
         "| | before | 25% | 75% | after |", "|---|---|---|---|---|",
         *[f"| {k} | {b[k]:.0f} | {first[k]:.0f} | {last[k]:.0f} | {after[k]:.0f} |"
-          for k in ("containers", "shims", "io_dirs", "dockerd_mb", "containerd_mb", "host_used_mb", "bench_mb",
-                    "bench_fds")],
+          for k in ("containers", "shims", "io_dirs", "sandboxes_mb", "dockerd_mb", "containerd_mb", "host_used_mb",
+                    "bench_mb", "bench_fds")],
     ])
     leaked = after["containers"] - b["containers"]
-    growth = {k: last[k] - first[k] for k in ("dockerd_mb", "containerd_mb", "host_used_mb", "bench_mb")}
+    keys = ("sandboxes_mb", "dockerd_mb", "containerd_mb", "host_used_mb", "bench_mb")
+    growth = {k: last[k] - first[k] for k in keys}
     text = (
         f"### No-op tool call\n\n{calls}\n\n"
         f"`docker exec` per call / DockerSandbox (p50): **{ratio:.0f}x** (target >= 100x: "
@@ -362,9 +380,11 @@ def main() -> None:
         f"{len(sk['errors'])} errors{(': ' + '; '.join(sorted(set(sk['errors']))[:3])) if sk['errors'] else ''}; "
         f"episode (reset + 3 no-ops + 2 tool calls + verify) p50 {pct(lat, .5):.1f} ms, p99 {pct(lat, .99):.1f} ms; "
         f"a sandbox reopened through the pool every {a.reopen_every} episodes.\n\n{soak_rows}\n\n"
-        f"Leaked containers: **{leaked}**. Growth from 25% to 75% of the run: dockerd {growth['dockerd_mb']:+.1f} MB, "
-        f"containerd {growth['containerd_mb']:+.1f} MB, host used {growth['host_used_mb']:+.0f} MB, "
-        f"bench process {growth['bench_mb']:+.1f} MB.\n"
+        f"Leaked containers: **{leaked}** (and {after['io_dirs'] - b['io_dirs']} io dirs). Growth from 25% to 75% of "
+        f"the run ({first['containers']} and {last['containers']} containers up): sandboxes (their cgroups) "
+        f"{growth['sandboxes_mb']:+.1f} MB, dockerd {growth['dockerd_mb']:+.1f} MB, containerd "
+        f"{growth['containerd_mb']:+.1f} MB, bench process {growth['bench_mb']:+.1f} MB; host used "
+        f"{growth['host_used_mb']:+.0f} MB (machine-wide, other jobs included).\n"
     )
     print(text)
     if a.write:
@@ -373,7 +393,9 @@ def main() -> None:
         cmd = f"python bench/bench_docker.py --soak-seconds {a.soak_seconds:g} --write"
         write_section("Docker sandbox", f"`{cmd}` on {platform.node() or 'this machine'} ({os.cpu_count()} cores, "
                       f"{platform.python_version()}, Docker {engine().version()['Version']}, "
-                      f"{time.strftime('%Y-%m-%d')}).\n\n" + text)
+                      f"{time.strftime('%Y-%m-%d')}, load average {load:.1f} at the start"
+                      + (", the host shared with other jobs" if load > (os.cpu_count() or 1) else "")
+                      + ").\n\n" + text)
     if leaked or sk["errors"]:
         sys.exit(1)
 
