@@ -49,10 +49,12 @@ def main() -> None:
         rows.append(row)
         row, two = run(f"{a.tasks} tasks", Path(d) / "two", a.tasks, 2, a.seed)
         rows.append(row)
+    load = os.getloadavg()[1]  # 5-minute average: other jobs sharing the CPUs skew every figure above
     speedup = one.stages["gate"] / two.stages["gate"]
     gate_ms = 1000 * two.stages["gate"] * 2 / two.proposed
     text = (head + "\n" + "\n".join(rows) + "\n\n"
-            f"Gate on 2 sandboxes vs 1: **{speedup:.2f}x** ({os.cpu_count()} CPUs); ~{gate_ms:.0f} ms of sandbox time "
+            f"Gate on 2 sandboxes vs 1: **{speedup:.2f}x** ({os.cpu_count()} CPUs, 5-min load average {load:.1f} "
+            f"during the run); ~{gate_ms:.0f} ms of sandbox time "
             f"per task (6 episodes: reference twice, empty, no-op, claim, mutated). Default build: {default.kept} "
             f"validated tasks, difficulties {min(map(int, default.difficulty))}..{max(map(int, default.difficulty))}, "
             f"in {default.seconds:.1f} s (target: >= 100 tasks spanning 1..8 in under 2 minutes: "

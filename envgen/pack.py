@@ -32,7 +32,7 @@ from .errors import PackError
 
 SCHEMA_VERSION = 1
 MANIFEST, TASKS, ENV, HIDDEN, CARD = "pack.json", "tasks.jsonl", "env", "hidden", "README.md"
-VERIFIER_KINDS = ("answer", "state", "program", "rubric")
+VERIFIER_KINDS = ("answer", "state", "program", "rubric", "tests")
 """Verifier kinds the kit in ``verifiers/`` implements; a task naming another kind does not load."""
 
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -54,12 +54,14 @@ class Reference(_Model):
 
     calls: list[ToolCall] = Field(default_factory=list)
     answer: str = ""
+    patch: str | None = None
+    """The gold patch of a code task (unified diff against the task's repository); None elsewhere."""
 
 
 class Verifier(_Model):
     """Which verifier of the kit judges the episode, and its task-specific arguments."""
 
-    kind: Literal["answer", "state", "program", "rubric"]
+    kind: Literal["answer", "state", "program", "rubric", "tests"]
     args: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -10,7 +10,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q -e ".[test]"
+# torch first and pinned: the CPU build; an unpinned torch (pulled in by the rl extra) is a multi-GB CUDA build.
+"$VENV/bin/python" -m pip install -q "torch==2.13.0"
+"$VENV/bin/python" -m pip install -q -e ".[test,rl,ray,search]"
 export PATH="$PWD/$VENV/bin:$PATH"
 if [ "${ENVGEN_SKIP_DOCKER:-0}" != 1 ]; then
   bash .ci/setup-docker.sh

@@ -12,8 +12,10 @@ from . import answer as _answer
 from . import program as _program
 from . import rubric as _rubric
 from . import state as _state
+from . import tests as _tests
 
-KINDS = {"answer": _answer.check, "state": _state.check, "program": _program.check, "rubric": _rubric.check}
+KINDS = {"answer": _answer.check, "state": _state.check, "program": _program.check, "rubric": _rubric.check,
+         "tests": _tests.check}
 
 
 def verify(spec: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: str | None) -> dict:
