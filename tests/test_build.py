@@ -1,0 +1,145 @@
+"""envgen build / validate: discovery of categories, the red-team gate in parallel sandboxes, reports."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from envgen.build import build, build_generated, validate
+from envgen.episode import Episode, replay
+from envgen.errors import EnvgenError
+from envgen.families import categories, default_tasks, get_category, load_generator
+from envgen.pack import Task, ToolCall, load
+from envgen.paths import bundled
+from envgen.sandbox import open_sandbox
+
+
+def test_categories_are_discovered_from_the_envs_folder():
+    cats = categories()
+    assert {"general/travel-planning", "general/library-catalog"} <= set(cats)
+    for c in cats.values():
+        assert c.description and (c.path / "generator.py").is_file()
+    assert get_category("General", "travel_planning").name == "travel-planning"
+    assert default_tasks("general", "travel-planning") >= 100  # a default build keeps >= 100 (levels 1..10 cycle)
+
+
+def test_unknown_category_names_the_available_ones():
+    with pytest.raises(EnvgenError, match="library-catalog.*travel-planning|travel-planning.*library-catalog"):
+        get_category("general", "space-tourism")
+    with pytest.raises(EnvgenError, match="unknown family 'nope'; available: general"):
+        get_category("nope", "travel-planning")
+    with pytest.raises(EnvgenError, match="unknown category"):
+        build("general", "space-tourism", "/nonexistent/out")
+
+
+def test_a_category_is_a_folder(tmp_path):
+    """Discovery and import by file path work from any envs/ tree (as inside an installed wheel)."""
+    root = tmp_path / "site" / "envgen" / "_bundled" / "envs"
+    shutil.copytree(bundled("envs") / "general" / "library_catalog", root / "general" / "library_catalog")
+    (root / "runtime").mkdir()  # folders without a generator are not categories
+    cats = categories(root)
+    assert list(cats) == ["general/library-catalog"]
+    gen = load_generator(cats["general/library-catalog"]).generate(tmp_path / "work", 6, 0)
+    assert len(gen.tasks) == 6 and (gen.env_dir / "tools.py").is_file() and (gen.hidden_dir / "verify.py").is_file()
+
+
+def test_build_reports_and_records_what_it_did(tmp_path):
+    ticks = []
+    out = tmp_path / "pack"
+    report = build("general", "travel-planning", out, tasks=20, seed=1, workers=2, progress=ticks.append)
+    assert sum(ticks) == 20
+    assert report.proposed == 20 and report.kept == 20 and report.rejected == 0 and not report.rejected_by_reason
+    assert sum(report.difficulty.values()) == 20 and {"1", "8"} <= set(report.difficulty)
+    assert {"generate_db", "generate_tasks", "describe", "gate", "save"} <= set(report.stages)
+    summary = report.summary()
+    json.dumps(summary)
+    assert summary["rejected"] == 0 and summary["tasks_per_s"] > 0
+
+    pack = load(out)
+    m = pack.manifest
+    assert (m.name, m.family, m.category, m.submit_tool) == ("general-travel-planning", "general", "travel-planning",
+                                                            "submit_result")
+    assert m.provenance.seed == 1 and "travel_planning" in m.provenance.generator
+    assert m.stats["tasks"] == 20 and m.stats["build"]["kept"] == 20 and m.stats["difficulty"] == report.difficulty
+    assert (out / "env" / "state" / "travel.db").is_file() and (out / "hidden" / "verify.py").is_file()
+
+    ticks.clear()
+    results = validate(out, workers=2, progress=ticks.append)
+    assert [r.task_id for r in results] == [t.id for t in pack.tasks] and all(r.passed for r in results)
+    assert sum(ticks) == 20
+
+    # rebuilding over an existing pack replaces it; the same seed gives the same content (version = content hash)
+    build("general", "travel-planning", out, tasks=5, seed=2, workers=1)
+    again = build("general", "travel-planning", tmp_path / "again", tasks=5, seed=2, workers=1)
+    assert len(load(out).tasks) == 5 and load(out).manifest.version == load(again.pack).manifest.version
+    (tmp_path / "stuff").mkdir()
+    (tmp_path / "stuff" / "notes.txt").write_text("mine")
+    with pytest.raises(EnvgenError, match="not a pack"):
+        build("general", "travel-planning", tmp_path / "stuff", tasks=3)
+    assert (tmp_path / "stuff" / "notes.txt").read_text() == "mine"
+
+
+def test_gate_drops_broken_tasks_with_their_reason(tmp_path):
+    gen = load_generator(get_category("general", "travel-planning")).generate(tmp_path / "work", 4, 3)
+    plan_task = next(t for t in gen.tasks if t.verifier.args["params"]["mode"] == "plan")
+    # a verifier that accepts anything: the empty trajectory scores 1
+    (gen.hidden_dir / "lenient.py").write_text("def verify():\n    return 1.0\n")
+    lenient = plan_task.model_copy(deep=True, update={"id": "broken-lenient"})
+    lenient.verifier.args.update({"file": "lenient.py"})
+    # a reference that does not solve its task: the plan's total is off by one
+    wrong = plan_task.model_copy(deep=True, update={"id": "broken-reference"})
+    wrong.reference.calls[-1].args["total_cost"] += 1
+    gen.tasks += [Task.model_validate(lenient.model_dump()), Task.model_validate(wrong.model_dump())]
+
+    report = build_generated(gen, tmp_path / "pack", seed=3, workers=2)
+    assert report.proposed == 6 and report.kept == 4
+    assert report.rejected_by_reason == {"empty scored 1, expected 0": 1, "reference scored 0, expected 1": 1}
+    reasons = {r["task"]: r["reason"] for r in report.rejections}
+    assert reasons["broken-lenient"].startswith("empty scored 1")
+    assert reasons["broken-reference"].startswith("reference scored 0")
+    kept = load(tmp_path / "pack")
+    assert {t.id for t in kept.tasks} == {t.id for t in gen.tasks[:4]}
+    assert kept.manifest.stats["build"]["rejected_by_reason"] == report.rejected_by_reason
+
+
+def test_second_category_builds_and_judges_state(tmp_path):
+    report = build("general", "library-catalog", tmp_path / "lib", tasks=12, seed=0, workers=2)
+    assert report.kept == 12, report.rejections
+    pack = load(report.pack)
+    assert {t.meta["level"] for t in pack.tasks} == set(range(1, 7))
+    assert set(report.difficulty) >= {"1", "2", "4", "6", "7"}
+    assert all(r.passed for r in validate(pack, workers=1))
+
+    lend = next(t for t in pack.tasks if t.meta["level"] == 4)
+    with open_sandbox(pack, "local") as sbx:
+        # renewing more than was asked (the same loan twice, or another loan too) fails
+        overdone = 0
+        for task in (t for t in pack.tasks if t.meta["level"] in (2, 3)):
+            params = task.verifier.args["params"]
+            extra = [i for i, b in params["loans_before"].items() if i not in params["renew"] and b["renewals"] < 2
+                     and b["due"] >= "2025-03-14"]
+            extra += [i for i in params["renew"] if params["loans_before"][i]["renewals"] == 0]
+            if not extra:
+                continue
+            calls = [ToolCall(tool="renew_loan", args={"loan_id": extra[0]}), *task.reference.calls]
+            ep = replay(sbx, task, calls, "done")
+            assert all(c["ok"] for c in ep.calls), ep.calls
+            assert ep.verdict.reward == 0.0, ep.verdict.details
+            overdone += 1
+        assert overdone
+        # lending the book and then renewing the new loan changes it
+        ep = Episode(sbx, lend)
+        for c in lend.reference.calls[:-1]:
+            res = ep.call(c.tool, dict(c.args))
+            assert res.ok, res.content
+        loan_id = json.loads(ep.calls[-1]["content"])["loan_id"]
+        assert ep.call("renew_loan", {"loan_id": loan_id}).ok
+        assert ep.call(lend.reference.calls[-1].tool, dict(lend.reference.calls[-1].args)).ok
+        assert ep.finish("done").reward == 0.0
+        # the library's rules are enforced by the tools
+        sbx.reset()
+        member = lend.verifier.args["params"]["member"]
+        res = sbx.call("pay_fines", {"member_id": member, "amount": 1000})
+        assert not res.ok and "owes" in res.content
