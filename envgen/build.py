@@ -69,11 +69,11 @@ class BuildReport:
         return out
 
 
-def _reason_key(reason: str) -> str:
+def reason_key(reason: str) -> str:
     return reason.split(";", 1)[0].strip() or "unknown"
 
 
-def _check_out(out: Path) -> None:
+def check_out(out: Path) -> None:
     """save() replaces the destination: refuse anything that is not an earlier pack or an empty dir."""
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST).is_file())):
         raise EnvgenError(f"{out}: exists and is not a pack, refusing to replace it; choose another --out or remove it")
@@ -140,7 +140,7 @@ def build_generated(gen: Generated, out: str | Path, *, seed: int = 0, workers: 
                     started: float | None = None) -> BuildReport:
     """Gate a generator's proposals and save the pack of those that pass (the second half of ``build``)."""
     out = Path(out)
-    _check_out(out)
+    check_out(out)
     started = time.perf_counter() if started is None else started
     stages = dict(stages or {})
     t = time.perf_counter()
@@ -161,7 +161,7 @@ def build_generated(gen: Generated, out: str | Path, *, seed: int = 0, workers: 
         passed = {r.task_id for r in results if r.passed}
         kept = [task for task in staged.tasks if task.id in passed]
         failed = [r for r in results if not r.passed]
-        by_reason = dict(Counter(_reason_key(r.reason) for r in failed).most_common())
+        by_reason = dict(Counter(reason_key(r.reason) for r in failed).most_common())
         hist = Counter(task.difficulty for task in kept)
         report = BuildReport(
             pack=out.resolve(), name=gen.name, family=gen.family, category=gen.category, seed=seed,
@@ -192,7 +192,7 @@ def build(family: str, category: str, out: str | Path, *, tasks: int | None = No
     n = default_tasks(family, category) if tasks is None else tasks
     if n < 1:
         raise EnvgenError(f"--tasks must be at least 1, got {n}")
-    _check_out(Path(out))
+    check_out(Path(out))
     generator = load_generator(cat)
     with tempfile.TemporaryDirectory(prefix="envgen-build-") as work:
         t = time.perf_counter()

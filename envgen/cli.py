@@ -133,8 +133,10 @@ def build(
             raise EnvgenError(f"--llm-model builds the general and search families, not {family!r}")
     else:
         from .build import build as run_build
+        from .families import default_tasks
 
-        with _progress(f"red-team {family}/{category}", total=tasks, enabled=not as_json) as advance:
+        total = tasks or default_tasks(family, category)
+        with _progress(f"red-team {family}/{category}", total=total, enabled=not as_json) as advance:
             report = run_build(family, category, out_dir, tasks=tasks, seed=seed, workers=workers, sandbox=sandbox,
                                progress=advance)
     summary = report.summary()

@@ -122,7 +122,7 @@ def gate(sandbox: Sandbox, pack: Pack, task: Task) -> GateResult:
             why = f"{name} scored {ep.verdict.reward:g}, expected {want:g}"
             if failed:
                 why += f"; tool error in {failed[0]['tool']}: {failed[0]['content'][:200]}"
-            elif ep.verdict.details.get("error"):
-                why += f"; {ep.verdict.details['error'][:200]}"
+            elif ep.verdict.details.get("error") or ep.verdict.details.get("reason"):
+                why += f"; {str(ep.verdict.details.get('error') or ep.verdict.details['reason'])[:200]}"
             return GateResult(task.id, False, why, scores)
     return GateResult(task.id, True, "", scores)

@@ -54,7 +54,7 @@ from .agent import (
     Usage,
 )
 from .agentspec import AgentSpec, load_spec
-from .build import BuildReport, _check_out, _reason_key, gate_all
+from .build import BuildReport, check_out, reason_key, gate_all
 from .episode import replay
 from .errors import EnvgenError, SandboxError
 from .pack import Limits, Manifest, Pack, Provenance, Task, ToolCall, ToolSchema, save
@@ -646,7 +646,7 @@ class _Synth:
     # -- the run
 
     def run(self) -> SynthReport:
-        _check_out(self.out)
+        check_out(self.out)
         started = time.perf_counter()
         self.store.open_run(self.run_id, "synth-general", {
             "category": self.category, "seed": self.seed, "max_levels": self.max_levels, "chains": self.chains,
@@ -897,7 +897,7 @@ class _Synth:
         (build / "hidden-kept" / "verify").mkdir(parents=True)
         for t in kept:
             shutil.copyfile(build / "hidden" / "verify" / f"{t.id}.py", build / "hidden-kept" / "verify" / f"{t.id}.py")
-        by_reason = Counter(_reason_key(r["reason"]) if r["reason"].startswith("final gate") else r["reason"]
+        by_reason = Counter(reason_key(r["reason"]) if r["reason"].startswith("final gate") else r["reason"]
                             for r in rejected)
         level_keys = {lv["stage"] for lv in levels}
         failures = Counter(r.kind for r in self.store.results(self.run_id) if not r.passed and r.stage in level_keys)

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .agent import Agent, FunctionTools, LLMClient, LLMConfig, LLMError, LLMPool, ToolOutput, Tools, Transcript, Usage
 from .agentspec import AgentSpec, load_spec
-from .build import BuildReport, Progress, _check_out, build_generated
+from .build import BuildReport, Progress, check_out, build_generated
 from .corpus import Doc, Entity, build_index, index_corpus, mine_entities, open_index, sample_entities
 from .errors import EnvgenError
 from .families import Generated, load_module
@@ -549,7 +549,7 @@ class _SearchSynth:
     # -- the run
 
     def run(self) -> SearchSynthReport:
-        _check_out(self.out)
+        check_out(self.out)
         started = time.perf_counter()
         self.store.open_run(self.run_id, "synth-search", {
             "index": str(self.index), "questions": self.n, "seed": self.seed, "search": self.search_kind,

@@ -20,7 +20,9 @@ def test_wheel_contains_bundled_folders_and_finds_them(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in ("envgen/_bundled/envs/runtime/server.py", "envgen/_bundled/verifiers/envgen_verifiers/__init__.py",
                      "envgen/_bundled/agents/README.md", "envgen/_bundled/rl/templates/README.md",
-                     "envgen/_bundled/data/README.md", "envgen/cli.py"):
+                     "envgen/_bundled/data/README.md", "envgen/cli.py",
+                     "envgen/_bundled/envs/general/travel_planning/generator.py",
+                     "envgen/_bundled/data/corpus/geo.jsonl.gz"):
         assert required in names, required
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
