@@ -32,6 +32,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from conftest import make_tiny_pack  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_local import bench_sandbox  # noqa: E402
+
 from envgen.episode import replay  # noqa: E402
 from envgen.images import build_pack_image, stderr_log  # noqa: E402
 from envgen.sandbox.docker import LABEL, DockerSandbox, engine, io_root  # noqa: E402
@@ -51,20 +54,6 @@ def row(name: str, xs: list[float]) -> str:
 
 
 # ---------------------------------------------------------------- 1. call latency
-
-
-def bench_sandbox(pack, n: int) -> list[float]:
-    with DockerSandbox(pack) as s:
-        s.reset()
-        for _ in range(300):
-            s.call("noop", {})
-        out = []
-        for _ in range(n):
-            t = time.perf_counter()
-            r = s.call("noop", {})
-            out.append(time.perf_counter() - t)
-            assert r.ok
-    return out
 
 
 class _Framed:
@@ -324,7 +313,7 @@ def main() -> None:
         pack = build_pack_image(make_tiny_pack(Path(d) / "tiny", limits={"memory_mb": 256}), log=stderr_log)
         image = pack.manifest.image.tag
         print("call latency ...", file=sys.stderr)
-        fifo = bench_sandbox(pack, a.calls)
+        fifo = bench_sandbox(pack, a.calls, "docker", warmup=300)
         exec_sock = bench_exec_socket(image, a.calls)
         attach = bench_attach_socket(image, a.calls)
         per_call = bench_exec_per_call(image, a.baseline_calls, runtime=True)

@@ -30,10 +30,11 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000
 
 
-def bench_sandbox(pack, n: int) -> list[float]:
-    with open_sandbox(pack, "local") as s:
+def bench_sandbox(pack, n: int, backend: str = "local", warmup: int = 200) -> list[float]:
+    """Latencies (s) of `n` no-op tool calls through a started sandbox of `backend`."""
+    with open_sandbox(pack, backend) as s:
         s.reset()
-        for _ in range(200):
+        for _ in range(warmup):
             s.call("noop", {})
         out = []
         for _ in range(n):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,6 +108,17 @@ def get_category(family: str, category: str, root: Path | None = None) -> Catego
 
 
 _MODULES: dict[Path, ModuleType] = {}
+
+
+def fresh_workdir(workdir: Path) -> tuple[Path, Path]:
+    """Empty ``env/`` and ``hidden/`` folders under ``workdir`` for a generator to fill; returns both."""
+    workdir = Path(workdir)
+    env, hidden = workdir / "env", workdir / "hidden"
+    for d in (env, hidden):
+        if d.exists():
+            shutil.rmtree(d)
+        d.mkdir(parents=True)
+    return env, hidden
 
 
 def load_module(path: Path, name: str) -> ModuleType:

@@ -25,7 +25,7 @@ from pathlib import Path
 from sqlalchemy import ForeignKey, Integer, String, create_engine, insert
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from envgen.families import Generated, ReferenceFailed, ToolRecorder, load_module
+from envgen.families import Generated, ReferenceFailed, ToolRecorder, fresh_workdir, load_module
 from envgen.pack import Limits, Task
 
 HERE = Path(__file__).resolve().parent
@@ -304,12 +304,7 @@ def solve(spec: dict, tb: ToolRecorder) -> str:
 
 def generate(workdir: Path, n_tasks: int, seed: int) -> Generated:
     """Build the library and ``n_tasks`` desk requests for ``seed`` (task i depends on seed and i only)."""
-    workdir = Path(workdir)
-    env, hidden = workdir / "env", workdir / "hidden"
-    for d in (env, hidden):
-        if d.exists():
-            shutil.rmtree(d)
-        d.mkdir(parents=True)
+    env, hidden = fresh_workdir(workdir)
     t0 = time.perf_counter()
     db = env / "state" / "library.db"
     build_db(db, seed)

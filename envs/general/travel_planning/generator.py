@@ -30,7 +30,7 @@ from pathlib import Path
 from sqlalchemy import Boolean, Float, ForeignKey, Integer, String, Text, create_engine, insert, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from envgen.families import Generated, ReferenceFailed, ToolRecorder, load_module
+from envgen.families import Generated, ReferenceFailed, ToolRecorder, fresh_workdir, load_module
 from envgen.pack import Limits, Task
 
 HERE = Path(__file__).resolve().parent
@@ -876,12 +876,7 @@ def solve(spec: dict, tb: ToolRecorder) -> tuple[str, int | None]:
 
 def generate(workdir: Path, n_tasks: int, seed: int) -> Generated:
     """Build the world and ``n_tasks`` tasks for ``seed`` under ``workdir`` (task i depends on seed and i only)."""
-    workdir = Path(workdir)
-    env, hidden = workdir / "env", workdir / "hidden"
-    for d in (env, hidden):
-        if d.exists():
-            shutil.rmtree(d)
-        d.mkdir(parents=True)
+    env, hidden = fresh_workdir(workdir)
     t0 = time.perf_counter()
     db = env / "state" / "travel.db"
     build_db(db, seed)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from envgen.corpus import build_index, mine_entities, read_docs, shipped_corpus
-from envgen.families import Generated, ReferenceFailed, ToolRecorder, load_module
+from envgen.families import Generated, ReferenceFailed, ToolRecorder, fresh_workdir, load_module
 from envgen.pack import Limits, Task
 
 HERE = Path(__file__).resolve().parent
@@ -365,12 +365,7 @@ def _task(spec: Spec, calls: list, seed: int, i: int) -> Task:
 
 def generate(workdir: Path, n_tasks: int, seed: int) -> Generated:
     """Index the shipped corpus and compose ``n_tasks`` questions for ``seed`` (task i depends on seed and i)."""
-    workdir = Path(workdir)
-    env, hidden = workdir / "env", workdir / "hidden"
-    for d in (env, hidden):
-        if d.exists():
-            shutil.rmtree(d)
-        d.mkdir(parents=True)
+    env, hidden = fresh_workdir(workdir)
     t0 = time.perf_counter()
     docs = list(read_docs(shipped_corpus()))
     index = env / "state" / "corpus.sqlite"
