@@ -1,0 +1,195 @@
+"""A small real git repository for the code family's tests and benchmark.
+
+``calc`` (src layout, pytest) goes through five commits after the initial one, each a candidate:
+
+- fix-subtract: fixes a swapped-operand bug and adds ``test_subtract`` (FAIL_TO_PASS); the issue is #7,
+  named only in the commit message ("fixes #7");
+- float-multiply: makes ``multiply`` return floats and breaks ``test_multiply_int`` (PASS_TO_FAIL);
+- docs: a code change without tests (filtered: no test change);
+- power: adds ``power`` and a new test file (its tests are missing from the base report: failing);
+- readme: documentation only (filtered).
+
+``tests/test_core.py`` also holds ``test_flaky``, which fails every third time it runs on a machine,
+so every side of a 3-run validation sees it both pass and fail. Dates and identities are fixed, so
+commit ids are the same on every machine.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+PYPROJECT = '''\
+[project]
+name = "calc"
+version = "0.1.0"
+description = "A tiny calculator"
+requires-python = ">=3.9"
+classifiers = [
+  "Programming Language :: Python :: 3",
+  "Programming Language :: Python :: 3.11",
+]
+
+[tool.pytest.ini_options]
+testpaths = ["tests"]
+'''
+
+CORE = '''\
+"""Arithmetic for calc."""
+
+
+def add(a, b):
+    return a + b
+
+
+def subtract(a, b):
+    return b - a
+
+
+def multiply(a, b):
+    return a * b
+
+
+def divide(a, b):
+    return a / b
+'''
+
+TESTS = '''\
+import os
+import tempfile
+
+from calc.core import add, divide, multiply
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_multiply_int():
+    assert multiply(2, 3) == 6
+    assert isinstance(multiply(2, 3), int)
+
+
+def test_divide():
+    assert divide(6, 3) == 2
+
+
+def test_flaky():
+    path = os.path.join(tempfile.gettempdir(), "calc-flaky-counter")
+    n = int(open(path).read()) + 1 if os.path.exists(path) else 1
+    with open(path, "w") as f:
+        f.write(str(n))
+    assert n % 3 != 0, "fails every third run"
+'''
+
+SLOW_TESTS = '''\
+import pytest
+
+from calc.core import add
+
+
+@pytest.mark.parametrize("n", range({n}))
+def test_work(n):
+    total = 0
+    for i in range({loops}):
+        total = add(total, i % 7)
+    assert total >= 0
+'''
+
+FIX_SUBTRACT_MSG = """Fix subtract returning the wrong sign (fixes #7)
+
+subtract(5, 3) returned -2 instead of 2: the operands were swapped, so every
+difference computed with calc came out negated."""
+
+FLOAT_MULTIPLY_MSG = """Return floats from multiply for consistency with divide
+
+Mixed int/float results surprised users chaining multiply and divide; multiply
+now always returns a float like divide does."""
+
+DOCS_MSG = """Document that divide raises ZeroDivisionError for a zero divisor
+
+The behaviour was undocumented and users asked whether it returns inf."""
+
+POWER_MSG = """Add power() for integer exponents
+
+calc had no way to raise a number to a power; power(2, 10) now gives 1024."""
+
+README_MSG = "Describe the project in the README and explain how to run its tests with pytest."
+
+
+def _git(repo: Path, *args: str, date: str = "2024-01-01T00:00:00+0000") -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update({"GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com", "GIT_COMMITTER_NAME": "Dev",
+                "GIT_COMMITTER_EMAIL": "dev@example.com", "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date,
+                "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo)})
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def _write(repo: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        p = repo / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+
+
+def _commit(repo: Path, message: str, day: int) -> str:
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", message, date=f"2024-01-{day:02d}T12:00:00+0000")
+    return _git(repo, "rev-parse", "HEAD")
+
+
+def make_calc_repo(root: Path, *, slow_tests: int = 0, slow_loops: int = 20000) -> dict[str, str]:
+    """Create the repository at ``root``; return {"initial", "fix", "float", "docs", "power", "readme": sha}.
+
+    ``slow_tests`` adds a parametrized test module of that many CPU-bound tests to the test files the
+    fix commits touch (the benchmark uses it to make test time dominate).
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    _git(root, "init", "-q", "-b", "main")
+    tests = TESTS
+    extra = {}
+    if slow_tests:
+        extra["tests/test_work.py"] = SLOW_TESTS.format(n=slow_tests, loops=slow_loops)
+    _write(root, {"pyproject.toml": PYPROJECT, "src/calc/__init__.py": '"""calc."""\n', "src/calc/core.py": CORE,
+                  "tests/test_core.py": tests, "README.md": "# calc\n", **extra})
+    shas = {"initial": _commit(root, "Initial calc package with add, subtract, multiply and divide", 1)}
+
+    core = CORE.replace("return b - a", "return a - b")
+    tests = tests + "\n\ndef test_subtract():\n    from calc.core import subtract\n    assert subtract(5, 3) == 2\n"
+    _write(root, {"src/calc/core.py": core, "tests/test_core.py": tests,
+                  **({"tests/test_work.py": extra["tests/test_work.py"] + "\n# touched by the fix\n"} if extra else {})})
+    shas["fix"] = _commit(root, FIX_SUBTRACT_MSG, 2)
+
+    core = core.replace("    return a * b", "    return float(a * b)")
+    tests = tests + "\n\ndef test_multiply_float():\n    assert isinstance(multiply(2, 3), float)\n"
+    _write(root, {"src/calc/core.py": core, "tests/test_core.py": tests})
+    shas["float"] = _commit(root, FLOAT_MULTIPLY_MSG, 3)
+
+    core = core.replace("def divide(a, b):\n", "def divide(a, b):\n    \"\"\"a / b; raises ZeroDivisionError when b is 0.\"\"\"\n")
+    _write(root, {"src/calc/core.py": core})
+    shas["docs"] = _commit(root, DOCS_MSG, 4)
+
+    core = core + "\n\ndef power(a, n):\n    result = 1\n    for _ in range(n):\n        result *= a\n    return result\n"
+    _write(root, {"src/calc/core.py": core, "tests/test_power.py": textwrap.dedent('''\
+        from calc.core import power
+
+
+        def test_power():
+            assert power(2, 10) == 1024
+
+
+        def test_power_zero():
+            assert power(5, 0) == 1
+        ''')})
+    shas["power"] = _commit(root, POWER_MSG, 5)
+
+    _write(root, {"README.md": "# calc\n\nA tiny calculator. Run the tests with `python -m pytest`.\n"})
+    shas["readme"] = _commit(root, README_MSG, 6)
+    return shas
+
+
+def diff(root: Path, base: str, head: str) -> str:
+    return _git(root, "diff", "--binary", "--full-index", base, head) + "\n"
