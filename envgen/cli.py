@@ -25,6 +25,8 @@ image_app = typer.Typer(help="Docker images: offline base images and pack images
 sandbox_app = typer.Typer(help="Sandbox housekeeping.", no_args_is_help=True)
 app.add_typer(image_app, name="image")
 app.add_typer(sandbox_app, name="sandbox")
+export_app = typer.Typer(help="Export packs to other formats.", no_args_is_help=True)
+app.add_typer(export_app, name="export")
 corpus_app = typer.Typer(help="Corpora for the search family: index them, mine long-tail entities.", no_args_is_help=True)
 app.add_typer(corpus_app, name="corpus")
 
@@ -73,9 +75,9 @@ def _table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
 
 @app.command()
 def build(
-    family: str = typer.Argument(..., help="Family to build, e.g. general."),
-    category: str = typer.Option(..., "--category", "-c", help="Category, e.g. travel-planning (offline) or any "
-                                 "task category in words with --llm-model."),
+    family: str = typer.Argument(..., help="Family to build: general, search or code (see `envgen families`)."),
+    category: Optional[str] = typer.Option(None, "--category", "-c", help="Category, e.g. travel-planning (offline) "
+                                           "or any task category in words with --llm-model; not used by code."),
     out_dir: Path = typer.Option(..., "--out", "-o", help="Directory to write the pack to (replaced atomically)."),
     tasks: Optional[int] = typer.Option(None, "--tasks", "-n", min=1, help="Tasks to propose offline (default: the category's)."),
     seed: int = typer.Option(0, "--seed", help="Seed; the same seed gives the same pack."),
@@ -99,6 +101,13 @@ def build(
     index: Optional[Path] = typer.Option(None, "--index", help="search + LLM: a built index (envgen corpus index)."),
     search_config: Optional[Path] = typer.Option(None, "--search-config", help="search + LLM: YAML/JSON naming the "
                                                  "question/answer agent configurations and the keep rule."),
+    source: Optional[str] = typer.Option(None, "--from", help="code: github:OWNER/REPO, git:PATH or swebench:FILE."),
+    repo_path: List[str] = typer.Option([], "--repo-path", help="code: a local clone (PATH, or OWNER/NAME=PATH "
+                                        "per repository of a SWE-bench file)."),
+    runs: int = typer.Option(3, "--runs", min=1, help="code: repetitions of each validation side (flaky detection)."),
+    gate: bool = typer.Option(True, "--gate/--no-gate", help="code: run the red-team gate on validated tasks."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="code: at most this many source instances."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="code: GitHub response and clone cache."),
     as_json: bool = JsonOpt,
 ):
     """Generate a pack, gate every task through the red-team, and save what passes.
@@ -106,6 +115,12 @@ def build(
     Offline (no --llm-model/--llm-config) a procedural generator builds the category; with a model the
     DeepSeek-V3.2 agent pipeline builds a database, tools and tasks for any category, resumably.
     """
+    if family == "code":
+        _build_code(source, out_dir, repo_path, runs, gate, limit, cache_dir, store,
+                    "docker" if sandbox in ("docker", "auto") else "local", as_json)
+        return
+    if category is None:
+        raise EnvgenError(f"envgen build {family} needs --category (see `envgen families`)")
     if llm_model or llm_config:
         from .agent import load_llm
 
@@ -152,6 +167,31 @@ def build(
     if summary.get("llm"):
         spent = summary["llm"].get("spent", summary["llm"])
         out.print(f"LLM spend: {json.dumps(spent, default=str)}", markup=False, highlight=False)
+
+
+def _build_code(source, out_dir, repo_path, runs, gate, limit, cache_dir, store, backend, as_json) -> None:
+    from .code import build_code
+
+    if not source:
+        raise EnvgenError("envgen build code needs --from github:OWNER/REPO, git:PATH or swebench:FILE")
+    paths: Any = None
+    if repo_path:
+        pairs = [p.split("=", 1) for p in repo_path]
+        paths = {k: v for k, v in pairs} if all(len(p) == 2 for p in pairs) else repo_path[0]
+    with _progress(f"code {source}", total=limit, enabled=not as_json) as advance:
+        report = build_code(source, out_dir, repo_path=paths, runs=runs, backend=backend, gate=gate, limit=limit,
+                            cache_dir=cache_dir, store=store, log=lambda m: err.print(m, markup=False, highlight=False),
+                            progress=lambda task, outcome: advance(1))
+    summary = report.summary()
+    if as_json:
+        _emit_json(summary)
+        return
+    out.print(_table(f"built {out_dir}", ["proposed", "kept", "rejected", "seconds"],
+                     [[summary["proposed"], summary["kept"], summary["rejected"], f"{summary['seconds']:.1f}"]]))
+    if summary["rejected_by_reason"]:
+        out.print(_table("rejected", ["stage: reason", "tasks"], [[k, v] for k, v in summary["rejected_by_reason"].items()]))
+    for p in report.packs:
+        out.print(f"pack: {p}")
 
 
 @app.command()
@@ -347,6 +387,22 @@ def families(as_json: bool = JsonOpt):
                      [[c.family, c.name, c.description] for c in cats.values()]))
 
 
+@export_app.command("swebench")
+def export_swebench_cmd(
+    pack: Path = typer.Argument(..., help="A code pack, or a `envgen build code` output folder."),
+    out_file: Optional[Path] = typer.Option(None, "--out", "-o", help="JSONL file to write (default: stdout)."),
+):
+    """Write code packs back as SWE-bench JSONL (instance_id, patch, test_patch, FAIL_TO_PASS, ...)."""
+    from .code import export_swebench
+
+    rows = export_swebench(pack, out_file)
+    if out_file is None:
+        for row in rows:
+            sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+    else:
+        err.print(f"wrote {len(rows)} instance(s) to {out_file}")
+
+
 # ----------------------------------------------------------------------------- corpus
 
 
@@ -471,7 +527,7 @@ def main() -> None:
     except EnvgenError as e:
         if _state["debug"]:
             raise
-        err.print(f"error: {e}", markup=False, highlight=False)
+        err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted", markup=False)
