@@ -311,6 +311,32 @@ def eval_(
                      [[name, *[f"{v:.3f}" for v in r.values()]] for name, r in report.results.items()]))
 
 
+@app.command()
+def train(
+    pack: List[str] = typer.Option(..., "--pack", help="Pack directory or hf://ORG/NAME (repeat to train on several)."),
+    model: str = typer.Option(..., "--model", help="transformers checkpoint (path or hub id) to start from."),
+    config: str = typer.Option("deepseek_v32", "--config", help="YAML config path, or a bundled name (deepseek_v32)."),
+    output_dir: Path = typer.Option(Path("runs/envgen-grpo"), "--output-dir", help="Where the model and logs go."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1),
+    sandbox: str = SandboxOpt,
+    max_concurrency: int = typer.Option(8, "--max-concurrency", min=1, help="Sandboxes working at once per pack."),
+    template: str = typer.Option("auto", "--template", help="Thinking-retention template: auto, qwen3, deepseek_v3, chatml."),
+    as_json: bool = JsonOpt,
+):
+    """GRPO on packs with TRL (DeepSeek-V3.2 preset by default). For several GPUs: accelerate launch rl/train.py."""
+    try:
+        from .rl import train as run_train
+    except ImportError:
+        raise EnvgenError("envgen train needs the rl extra: pip install torch==2.13.0 'envgen[rl]'") from None
+    metrics = run_train(pack, model, config, output_dir=str(output_dir), max_steps=max_steps, sandbox=sandbox,
+                        max_concurrency=max_concurrency, template=template)
+    if as_json:
+        _emit_json(metrics)
+        return
+    out.print(_table(f"trained -> {metrics.get('output_dir')}", ["metric", "value"],
+                     [[k, v] for k, v in metrics.items() if k != "output_dir"]))
+
+
 # ----------------------------------------------------------------------------- run / ls
 
 

@@ -12,12 +12,17 @@ from envgen.gym import PackEnv  # noqa: E402
 from envgen.policy import make_policy, rollout  # noqa: E402
 from envgen.policy_hf import _Batcher  # noqa: E402
 
-from tiny_lm import build_checkpoint  # noqa: E402
+from envgen.rl.tiny import tiny_model, train_tokenizer  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    return build_checkpoint(tmp_path_factory.mktemp("tiny-qwen3"))
+    """A random-init tiny Qwen3 and a BPE tokenizer trained here, saved as a checkpoint directory."""
+    dest = tmp_path_factory.mktemp("tiny-qwen3")
+    tok = train_tokenizer(["Store value-0 under k0, then submit it.", "put submit key value answer stored"] * 50)
+    tok.save_pretrained(dest)
+    tiny_model(tok).save_pretrained(dest)
+    return dest
 
 
 def test_hf_policy_runs_an_episode(tiny_pack, checkpoint):

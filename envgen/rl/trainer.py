@@ -1,0 +1,256 @@
+"""``EnvgenGRPOTrainer``: TRL's ``GRPOTrainer`` plus concurrent environment calls and two DeepSeek-V3.2 stabilizers.
+
+Everything else (multi-turn tool rollouts, tool-result masking, unbiased KL, off-policy sequence masking,
+mean-only advantages) is TRL's. The subclass overrides five methods, each a thin wrapper around TRL's:
+
+* ``_tool_call_loop``: swaps in ``ToolPrefetch`` tool dicts, so a turn's tool calls run concurrently;
+* ``_generate_single_turn``: records kept sampling sets and router choices while ``generate`` runs;
+* ``_generate`` / ``_generate_and_score_completions``: line the records up with the final sequences and
+  add them to the batch (``keep_sampling_ids``, ``routing_replay``), which TRL shuffles and splits along
+  with its own tensors;
+* ``_get_per_token_logps_and_entropies``: replays the routing and renormalises log-probs over the kept
+  sets for the policy (old and new log-probs; the reference model is left as TRL computes it);
+* ``get_off_policy_mask``: logs the fraction of sequences TRL's off-policy mask drops.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import defaultdict
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from trl import GRPOConfig, GRPOTrainer
+
+from ..errors import EnvgenError
+from .concurrency import ToolPrefetch, default_executor
+from .env import _PackEnvironment, verifier_reward
+from .stabilizers import (
+    CallRecord,
+    RolloutTraces,
+    RouterReplay,
+    SamplingMaskRecorder,
+    capture_hidden,
+    extra_logits_processor,
+    kept_logps,
+)
+
+
+@dataclass
+class EnvgenGRPOConfig(GRPOConfig):
+    """``GRPOConfig`` with the stabilizers TRL lacks and envgen's concurrency switch."""
+
+    keep_sampling_mask: bool = field(default=False, metadata={
+        "help": "Record the top-k/top-p kept set of every sampled token and renormalise the training log-probs "
+                "(old and new) over it (DeepSeek-V3.2 'keep sampling mask'). transformers generation only."})
+    keep_routing: bool = field(default=False, metadata={
+        "help": "Record the experts MoE routers pick during generation and force them in the training forward, "
+                "with gate weights from the current router (DeepSeek-V3.2 'keep routing'). A dense model has "
+                "nothing to replay. transformers generation only."})
+    concurrent_tools: bool = field(default=True, metadata={
+        "help": "Run the tool calls of different rollouts of a turn concurrently (each environment class's "
+                "executor bounds the parallel sandboxes)."})
+    tool_workers: int = field(default=8, metadata={
+        "help": "Parallel tool calls for environment classes that bring no executor of their own."})
+
+
+class EnvgenGRPOTrainer(GRPOTrainer):
+    """GRPO on envgen packs (or any ``environment_factory``) with DeepSeek-V3.2's stabilizers.
+
+    ``reward_funcs`` defaults to ``verifier_reward`` when the environments are envgen packs.
+    """
+
+    def __init__(self, model: Any, reward_funcs: Any = None, args: GRPOConfig | None = None, *pos: Any, **kw: Any):
+        factory = kw.get("environment_factory")
+        factories = list(factory.values()) if isinstance(factory, dict) else [factory] if factory else []
+        if reward_funcs is None and factories and all(
+                isinstance(f, type) and issubclass(f, _PackEnvironment) for f in factories):
+            reward_funcs = [verifier_reward]
+        super().__init__(model, reward_funcs, args, *pos, **kw)
+        a = self.args
+        self._keep_sampling = bool(getattr(a, "keep_sampling_mask", False))
+        self._keep_routing = bool(getattr(a, "keep_routing", False))
+        self._concurrent_tools = bool(getattr(a, "concurrent_tools", True))
+        self._tool_executor = default_executor(int(getattr(a, "tool_workers", 8)))
+        if (self._keep_sampling or self._keep_routing) and (self.use_vllm or self.use_transformers_continuous_batching):
+            raise EnvgenError("keep_sampling_mask and keep_routing record inside transformers `generate`; turn off "
+                              "use_vllm / use_transformers_continuous_batching, or the two stabilizers")
+        self._routing: RouterReplay | None = None
+        if self._keep_routing:
+            self._routing = RouterReplay(self.accelerator.unwrap_model(self.model))
+            if not self._routing.routers:
+                warnings.warn("keep_routing: the model has no MoE routers; there is nothing to replay", stacklevel=2)
+                self._routing.remove()
+                self._routing = None
+        self._sampler = SamplingMaskRecorder(self.generation_config) if self._keep_sampling else None
+        self._records: dict[tuple[int, ...], list[CallRecord]] | None = None
+        self._traces: RolloutTraces | None = None
+        self._stab_source: Any = None  # RolloutTraces (scoring a fresh batch) or a dict of batch tensors (loss)
+
+    @property
+    def _stabilizing(self) -> bool:
+        return self._sampler is not None or self._routing is not None
+
+    # ------------------------------------------------------------ concurrent tool calls
+
+    def _tool_call_loop(self, prompts, prompt_ids, completion_ids, completions, *args, **kwargs):
+        if not (self._concurrent_tools and self.environments):
+            return super()._tool_call_loop(prompts, prompt_ids, completion_ids, completions, *args, **kwargs)
+        prefetch = ToolPrefetch(self.environments, completions, self._sync_tool_dicts, self._tool_executor)
+        original, self._sync_tool_dicts = self._sync_tool_dicts, prefetch.tool_dicts
+        try:
+            return super()._tool_call_loop(prompts, prompt_ids, completion_ids, completions, *args, **kwargs)
+        finally:
+            self._sync_tool_dicts = original
+
+    # ------------------------------------------------------------ recording at rollout
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        if not self._stabilizing or self._records is None:
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        model = self.accelerator.unwrap_model(self.model_wrapped)
+        sampler = self._sampler
+        if sampler is not None:
+            sampler.reset()
+        recording = self._routing.record(len(prompt_ids)) if self._routing is not None else nullcontext()
+        patch = extra_logits_processor(model, sampler) if sampler is not None else nullcontext()
+        with recording, patch:
+            completion_ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields,
+                                                                     num_generations, has_tool_images)
+        routing = self._routing.recorded_routing() if self._routing is not None else None
+        fed = routing.size(1) if routing is not None else 0
+        padded_len = self._routing.prefill_len if routing is not None else 0
+        for b, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
+            p = [int(t) for t in p]
+            c = [int(t) for t in c]
+            row_routing = None
+            if routing is not None:
+                start = padded_len - len(p)
+                row_routing = routing[b, start:min(fed, padded_len + len(c))]
+            kept = sampler.row(b, len(c)) if sampler is not None else None
+            self._records[tuple(p)].append(CallRecord(c, kept, row_routing))
+        return completion_ids, logprobs
+
+    def _generate(self, prompts):
+        if not self._stabilizing:
+            return super()._generate(prompts)
+        self._records = defaultdict(list)
+        try:
+            out = super()._generate(prompts)
+            prompt_ids, completion_ids, tool_mask = out[0], out[1], out[2]
+            self._traces = RolloutTraces(
+                self._records, prompt_ids, completion_ids, tool_mask,
+                num_layers=self._routing.num_layers if self._routing else 0,
+                top_k=self._routing.top_k if self._routing else 0)
+        finally:
+            self._records = None
+        mode = "train" if self.model.training else "eval"
+        for name, value in self._traces.metrics().items():
+            self._metrics[mode][name if "/" in name else f"stabilizers/{name}"].append(value)
+        self._stab_source = self._traces
+        return out
+
+    def _generate_and_score_completions(self, inputs):
+        if not self._stabilizing:
+            return super()._generate_and_score_completions(inputs)
+        try:
+            output = super()._generate_and_score_completions(inputs)
+            output.update(self._traces.padded(output["prompt_ids"].size(1), output["completion_ids"].size(1),
+                                              keep=self._sampler is not None, routing=self._routing is not None))
+        finally:
+            self._stab_source, self._traces = None, None
+        return output
+
+    # ------------------------------------------------------------ applying at training
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        try:
+            return super().training_step(model, inputs, num_items_in_batch)
+        finally:
+            if self._routing is not None:
+                self._routing.start_replay(None)  # disarmed only after backward has recomputed what it needs
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+        try:
+            return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys)
+        finally:
+            if self._routing is not None:
+                self._routing.start_replay(None)
+
+    def _compute_loss(self, model, inputs):
+        if self._stabilizing:
+            self._stab_source = {k: inputs[k] for k in ("keep_sampling_ids", "routing_replay") if k in inputs}
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._stab_source = None  # the router replay itself stays armed through backward (recomputation)
+
+    def _stab_tensors(self, seq_len: int, completion_len: int) -> dict[str, torch.Tensor]:
+        src = self._stab_source
+        if isinstance(src, RolloutTraces):
+            return src.padded(seq_len - completion_len, completion_len, keep=self._sampler is not None,
+                              routing=self._routing is not None)
+        return src or {}
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                                           compute_entropy=False, compute_aux_loss=False, **kwargs):
+        if not self._stabilizing or self._stab_source is None or (
+                self.ref_model is not None and model is self.ref_model):
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
+                compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **kwargs)
+        if any(v is not None for v in kwargs.values()):
+            raise EnvgenError("keep_sampling_mask / keep_routing support text-only models")
+        tensors = self._stab_tensors(input_ids.size(1), logits_to_keep)
+        keep_ids, routing = tensors.get("keep_sampling_ids"), tensors.get("routing_replay")
+        for name, t in (("keep_sampling_ids", keep_ids), ("routing_replay", routing)):
+            want = (input_ids.size(0), logits_to_keep if name == "keep_sampling_ids" else input_ids.size(1))
+            if t is not None and tuple(t.shape[:2]) != want:
+                raise EnvgenError(f"{name} has shape {tuple(t.shape[:2])}, the batch needs {want}")
+        unwrapped = self.accelerator.unwrap_model(model)
+        mode = "train" if self.model.training else "eval"
+        grad = torch.is_grad_enabled()
+        if self._routing is not None:
+            self._routing.pop_stats()  # drop counts from a backward's recomputation of the previous batch
+        step = batch_size or input_ids.size(0)
+        logps, entropies, aux = [], [], []
+        for s in range(0, input_ids.size(0), step):
+            e = min(s + step, input_ids.size(0))
+            if self._routing is not None and routing is not None:
+                self._routing.start_replay(routing[s:e])
+            with capture_hidden(unwrapped) if keep_ids is not None else nullcontext() as hidden:
+                lp, ent, ax = super()._get_per_token_logps_and_entropies(
+                    model, input_ids[s:e], attention_mask[s:e], logits_to_keep, batch_size=e - s,
+                    compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss)
+            if keep_ids is not None:
+                h = hidden[-1][:, -logits_to_keep - 1:-1]
+                with self.accelerator.autocast():  # the LM head runs as in TRL's own forward
+                    lp, log_mass = kept_logps(h, unwrapped.get_output_embeddings(),
+                                              input_ids[s:e, -logits_to_keep:], keep_ids[s:e],
+                                              temperature=self.temperature)
+                restricted = (keep_ids[s:e] >= 0).any(-1).to(lp.device) & attention_mask[s:e, -logits_to_keep:].bool()
+                if grad and restricted.any():
+                    self._metrics[mode]["keep_sampling/kept_mass"].append(
+                        log_mass.detach()[restricted].exp().mean().item())
+            logps.append(lp)
+            entropies.append(ent)
+            aux.append(ax)
+        if grad and self._routing is not None and routing is not None:
+            st = self._routing.pop_stats()
+            if st.get("tokens"):
+                self._metrics[mode]["keep_routing/replayed_frac"].append(st["replayed"] / st["tokens"])
+                self._metrics[mode]["keep_routing/changed_frac"].append(st["changed"] / max(st["replayed"], 1.0))
+        return (torch.cat(logps, 0), torch.cat(entropies, 0) if compute_entropy else None,
+                torch.stack(aux).mean() if compute_aux_loss else None)
+
+    # ------------------------------------------------------------ logging
+
+    def get_off_policy_mask(self, advantages, per_token_logps, sampling_per_token_logps, mask, off_policy_threshold):
+        keep = GRPOTrainer.get_off_policy_mask(advantages, per_token_logps, sampling_per_token_logps, mask,
+                                               off_policy_threshold)
+        mode = "train" if self.model.training else "eval"
+        self._metrics[mode]["off_policy/masked_frac"].append(1.0 - keep.float().mean().item())
+        return keep
