@@ -815,5 +815,11 @@ class Agent:
                               tool_errors=res.tool_errors, malformed=res.malformed, usage=self.usage.to_dict())
         return res
 
+    def record(self) -> dict[str, Any]:
+        """What the store keeps of this agent session (``Store.add_agent_run`` fields)."""
+        return {"config": self.llm.config.name, "model": self.llm.config.model, "outcome": self.last_outcome,
+                "turns": self.turns, "tool_calls": self.tool_calls, "tool_errors": self.tool_errors,
+                "malformed": self.malformed, "usage": self.usage.to_dict(), "transcript": str(self.transcript.path)}
+
     def close(self) -> None:
         self.transcript.close()

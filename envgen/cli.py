@@ -158,15 +158,19 @@ def build(
     if as_json:
         _emit_json(summary)
         return
-    out.print(_table(f"built {out_dir}", ["proposed", "kept", "rejected", "seconds"],
-                     [[summary["proposed"], summary["kept"], summary["rejected"], f"{summary['seconds']:.1f}"]]))
+    _print_build(out_dir, summary)
     hist = summary["difficulty"]
     out.print(_table("difficulty (tool calls)", list(hist), [list(hist.values())]))
-    if summary.get("rejected_by_reason"):
-        out.print(_table("rejected", ["reason", "tasks"], [[k, v] for k, v in summary["rejected_by_reason"].items()]))
     if summary.get("llm"):
         spent = summary["llm"].get("spent", summary["llm"])
         out.print(f"LLM spend: {json.dumps(spent, default=str)}", markup=False, highlight=False)
+
+
+def _print_build(out_dir: Path, summary: dict[str, Any]) -> None:
+    out.print(_table(f"built {out_dir}", ["proposed", "kept", "rejected", "seconds"],
+                     [[summary["proposed"], summary["kept"], summary["rejected"], f"{summary['seconds']:.1f}"]]))
+    if summary.get("rejected_by_reason"):
+        out.print(_table("rejected", ["reason", "tasks"], [[k, v] for k, v in summary["rejected_by_reason"].items()]))
 
 
 def _build_code(source, out_dir, repo_path, runs, gate, limit, cache_dir, store, backend, as_json) -> None:
@@ -186,10 +190,7 @@ def _build_code(source, out_dir, repo_path, runs, gate, limit, cache_dir, store,
     if as_json:
         _emit_json(summary)
         return
-    out.print(_table(f"built {out_dir}", ["proposed", "kept", "rejected", "seconds"],
-                     [[summary["proposed"], summary["kept"], summary["rejected"], f"{summary['seconds']:.1f}"]]))
-    if summary["rejected_by_reason"]:
-        out.print(_table("rejected", ["stage: reason", "tasks"], [[k, v] for k, v in summary["rejected_by_reason"].items()]))
+    _print_build(out_dir, summary)
     for p in report.packs:
         out.print(f"pack: {p}")
 

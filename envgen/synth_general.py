@@ -592,10 +592,7 @@ class _Synth:
 
     def finish_agent(self, agent: Agent, stage: str, role: str) -> None:
         self.usage.add(agent.usage)
-        self.store.add_agent_run(self.run_id, stage=stage, role=role, config=agent.llm.config.name,
-                                 model=agent.llm.config.model, outcome=agent.last_outcome, turns=agent.turns,
-                                 tool_calls=agent.tool_calls, tool_errors=agent.tool_errors, malformed=agent.malformed,
-                                 usage=agent.usage.to_dict(), transcript=str(agent.transcript.path))
+        self.store.add_agent_run(self.run_id, stage=stage, role=role, **agent.record())
         agent.close()
 
     @contextmanager

@@ -401,10 +401,7 @@ class _SearchSynth:
     def finish_agent(self, agent: Agent, stage: str, role: str) -> None:
         with self._usage_lock:
             self.usage.add(agent.usage)
-        self.store.add_agent_run(self.run_id, stage=stage, role=role, config=agent.llm.config.name,
-                                 model=agent.llm.config.model, outcome=agent.last_outcome, turns=agent.turns,
-                                 tool_calls=agent.tool_calls, tool_errors=agent.tool_errors, malformed=agent.malformed,
-                                 usage=agent.usage.to_dict(), transcript=str(agent.transcript.path))
+        self.store.add_agent_run(self.run_id, stage=stage, role=role, **agent.record())
         agent.close()
 
     def run_agent(self, role: str, stage: str, ordinal: int, tools: list, message: str, **kw: Any):
