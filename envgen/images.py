@@ -93,7 +93,7 @@ def _digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def _client(client=None):
+def docker_client(client=None):
     if client is not None:
         return client
     from .sandbox.docker import engine
@@ -101,7 +101,7 @@ def _client(client=None):
     return engine()
 
 
-def _exists(client, tag: str) -> bool:
+def image_exists(client, tag: str) -> bool:
     import docker
 
     try:
@@ -126,7 +126,7 @@ def cache_dir() -> Path:
 
 
 @contextlib.contextmanager
-def _build_lock(name: str):
+def build_lock(name: str):
     """Serialise builds of one image across processes (parallel test workers, CI jobs)."""
     path = cache_dir() / "locks" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -138,7 +138,7 @@ def _build_lock(name: str):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _docker_build(client, context: bytes, tag: str, *, dockerfile: str = "Dockerfile", buildargs=None,
+def docker_build(client, context: bytes, tag: str, *, dockerfile: str = "Dockerfile", buildargs=None,
                   labels=None, log: Log) -> str:
     """Build a context tar with the docker SDK; return the image id. Raises EnvgenError with the build's tail."""
     import docker
@@ -162,7 +162,7 @@ def _docker_build(client, context: bytes, tag: str, *, dockerfile: str = "Docker
     return client.images.get(tag).id
 
 
-class _Context:
+class BuildContext:
     """A build context assembled in memory: deterministic ownership (root) and modes (0644/0755)."""
 
     def __init__(self):
@@ -233,20 +233,20 @@ def build_base(suite: str = DEFAULT_SUITE, toolchains: Iterable[str] = (), *, cl
     """Build (or reuse) the base image for ``suite`` with optional toolchains; return its tag."""
     tcs = _toolchains(toolchains)
     tag = base_tag(suite, tcs)
-    client = _client(client)
-    if _exists(client, tag):
+    client = docker_client(client)
+    if image_exists(client, tag):
         return tag
-    with _build_lock(tag):
-        if _exists(client, tag):
+    with build_lock(tag):
+        if image_exists(client, tag):
             return tag
         if tcs:
             core = build_base(suite, (), client=client, log=log)
             pkgs = sorted({p for t in tcs for p in TOOLCHAINS[t]})
             log(f"building {tag}: {', '.join(tcs)} ({len(pkgs)} Debian packages)")
             dockerfile = (f"FROM {core}\nUSER root\nRUN {_apt_install(pkgs)}\n")
-            ctx = _Context()
+            ctx = BuildContext()
             ctx.add_bytes("Dockerfile", dockerfile.encode())
-            _docker_build(client, ctx.finish()[0], tag, labels={"envgen.recipe": _digest(base_recipe(suite, tcs)),
+            docker_build(client, ctx.finish()[0], tag, labels={"envgen.recipe": _digest(base_recipe(suite, tcs)),
                                                                "envgen.toolchains": ",".join(tcs)}, log=log)
         else:
             _debootstrap_import(client, _suite(suite), tag, log)
@@ -296,7 +296,7 @@ def _debootstrap_import(client, suite: Suite, tag: str, log: Log) -> None:
             'CMD ["/bin/bash"]', f"LABEL envgen.recipe={_digest(base_recipe(suite.name))}",
             f"LABEL envgen.suite={suite.name}", f"LABEL envgen.python={suite.python}"]
         client.api.import_image_from_file(str(tar), repository=repo, tag=version, changes=changes)
-        if not _exists(client, tag):
+        if not image_exists(client, tag):
             raise EnvgenError(f"docker import of {tag} did not produce the image")
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -341,7 +341,7 @@ def _family_context(family: str, base: str) -> tuple[bytes, str]:
              + (f" && {_apt_install(pkgs)}" if pkgs else ""),
              f"COPY runtime/ {RUNTIME_DIR}/", f"COPY verifiers/ {VERIFIERS_DIR}/",
              f"USER {SANDBOX_UID}:{SANDBOX_UID}", f"WORKDIR {WORK_DIR}"]
-    ctx = _Context()
+    ctx = BuildContext()
     ctx.add_bytes("Dockerfile", ("\n".join(lines) + "\n").encode())
     ctx.add_tree(bundled("envs") / "runtime", "runtime/")
     ctx.add_tree(bundled("verifiers") / "envgen_verifiers", "verifiers/envgen_verifiers/")
@@ -355,15 +355,15 @@ def family_tag(family: str, base: str) -> str:
 
 def family_image(family: str, base: str, *, client=None, log: Log = print) -> str:
     """Build (or reuse) the family layer over the base image tag ``base``; return its tag."""
-    client = _client(client)
+    client = docker_client(client)
     context, digest = _family_context(family, base)
     tag = f"{FAMILY_REPO}:{_slug(family)[:40]}-{digest[:12]}"
-    if _exists(client, tag):
+    if image_exists(client, tag):
         return tag
-    with _build_lock(tag):
-        if not _exists(client, tag):
+    with build_lock(tag):
+        if not image_exists(client, tag):
             log(f"building {tag}")
-            _docker_build(client, context, tag, labels={"envgen.family": family, "envgen.recipe": digest}, log=log)
+            docker_build(client, context, tag, labels={"envgen.family": family, "envgen.recipe": digest}, log=log)
     return tag
 
 
@@ -390,7 +390,7 @@ def _pack_context(pack: Pack, family_tag: str) -> tuple[bytes, str, str]:
         dockerfile = text.rstrip("\n") + "\n" + _EPILOGUE
     else:
         dockerfile = "ARG ENVGEN_BASE\nFROM ${ENVGEN_BASE}\n" + _EPILOGUE
-    ctx = _Context()
+    ctx = BuildContext()
     ignore = (env / ".dockerignore").read_text(encoding="utf-8") if (env / ".dockerignore").is_file() else ""
     ignore = (ignore.rstrip("\n") + f"\n{_CONTEXT_DOCKERFILE}\n.dockerignore\n").lstrip()
     ctx.add_bytes(".dockerignore", ignore.encode())
@@ -421,17 +421,17 @@ def ensure_pack_image(pack: Pack, *, client=None, log: Log = print) -> tuple[str
     """Build (or reuse) the pack's image without touching the pack on disk; return (tag, image id)."""
     if pack.root is None:
         raise EnvgenError(f"pack {pack.manifest.name!r} has no directory; save it before building its image")
-    client = _client(client)
+    client = docker_client(client)
     suite, tcs = parse_base(pack.manifest.image.base)
     base = build_base(suite, tcs, client=client, log=log)
     fam = family_image(pack.manifest.family, base, client=client, log=log)
     context, digest, _ = _pack_context(pack, fam)
     tag = f"{PACK_REPO}:{_slug(pack.manifest.name)}-{digest[:12]}"
-    if not _exists(client, tag):
-        with _build_lock(tag):
-            if not _exists(client, tag):
+    if not image_exists(client, tag):
+        with build_lock(tag):
+            if not image_exists(client, tag):
                 log(f"building {tag}")
-                _docker_build(client, context, tag, dockerfile=_CONTEXT_DOCKERFILE, buildargs={"ENVGEN_BASE": fam},
+                docker_build(client, context, tag, dockerfile=_CONTEXT_DOCKERFILE, buildargs={"ENVGEN_BASE": fam},
                               labels={"envgen.pack": pack.manifest.name, "envgen.recipe": digest}, log=log)
     return tag, client.images.get(tag).id
 

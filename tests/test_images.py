@@ -77,7 +77,7 @@ def test_present_base_is_reused_never_rebuilt(monkeypatch):
         raise AssertionError("a present image must not be rebuilt")
 
     monkeypatch.setattr(images.subprocess, "run", no_build)
-    monkeypatch.setattr(images, "_docker_build", no_build)
+    monkeypatch.setattr(images, "docker_build", no_build)
     tag = images.base_tag("bookworm", ["node"])
     assert images.build_base("bookworm", ["node"], client=_FakeClient({tag}), log=no_build) == tag
 
@@ -152,7 +152,7 @@ def test_build_pack_image_records_tag_and_digest_and_reuses(docker_tiny_pack, mo
     def no_build(*a, **k):
         raise AssertionError("present layers must be reused")
 
-    monkeypatch.setattr(images, "_docker_build", no_build)
+    monkeypatch.setattr(images, "docker_build", no_build)
     monkeypatch.setattr(images.subprocess, "run", no_build)
     again = images.build_pack_image(docker_tiny_pack, log=lambda m: None)
     assert again.manifest.image == img and again.manifest.version == docker_tiny_pack.manifest.version

@@ -101,16 +101,16 @@ def family_for(recipe: Recipe, *, client=None, log=images.stderr_log) -> tuple[s
 
 def build_environment(recipe: Recipe, *, client=None, log=images.stderr_log) -> Environment:
     """Build (or reuse) the repository environment image of ``recipe``; record each step's exit code."""
-    client = images._client(client)
+    client = images.docker_client(client)
     t0 = time.perf_counter()
     base, fam = family_for(recipe, client=client, log=log)
     tag = env_tag(recipe)
-    if images._exists(client, tag):
+    if images.image_exists(client, tag):
         return Environment(recipe.key, tag, client.images.get(tag).id, base, fam,
                            [StepResult(s.name, s.run, 0) for s in recipe.steps], True,
                            time.perf_counter() - t0, recipe.to_dict())
-    with images._build_lock(tag):
-        if images._exists(client, tag):
+    with images.build_lock(tag):
+        if images.image_exists(client, tag):
             return build_environment(recipe, client=client, log=log)
         steps = [StepResult(s.name, s.run, None) for s in recipe.steps]
         run_index = {f"RUN {s.run}": i for i, s in enumerate(recipe.steps)}
@@ -132,13 +132,13 @@ def build_environment(recipe: Recipe, *, client=None, log=images.stderr_log) -> 
                 current[0], current[1] = idx, now
 
         dockerfile = f"FROM {fam}\n" + "\n".join(env_instructions(recipe)) + "\n"
-        ctx = images._Context()
+        ctx = images.BuildContext()
         ctx.add_bytes("Dockerfile", dockerfile.encode())
         labels = {"envgen.env": recipe.key, "envgen.language": recipe.language,
                   "envgen.recipe": json.dumps(recipe.to_dict(), sort_keys=True)[:60_000]}
         log(f"building repository environment {tag} ({len(recipe.steps)} steps)")
         try:
-            images._docker_build(client, ctx.finish()[0], tag, labels=labels, log=track)
+            images.docker_build(client, ctx.finish()[0], tag, labels=labels, log=track)
         except EnvgenError as e:
             msg = str(e)
             m = re.search(r"non-zero code: (\d+)", msg)

@@ -163,7 +163,7 @@ def run_matrix_docker(image: str, *, base: str, framework: str, files: list[str]
     import requests
 
     from ..images import SANDBOX_UID
-    from ..sandbox.docker import LABEL, _OWNER, engine
+    from ..sandbox.docker import LABEL, OWNER_LABELS, engine
 
     client = client or engine()
     tmp = Path(tempfile.mkdtemp(prefix="envgen-validate-"))
@@ -185,7 +185,7 @@ def run_matrix_docker(image: str, *, base: str, framework: str, files: list[str]
                    "/tmp": f"rw,nosuid,nodev,size={max(128, memory_mb // 4)}m,mode=1777"},
             mounts=[docker.types.Mount(target=SPEC_DIR, source=str(tmp), type="bind", read_only=True)],
             environment={"TZ": "UTC", "PYTHONHASHSEED": "0", "HOME": "/tmp", "LANG": "C.UTF-8"},
-            labels={LABEL: "1", "envgen.validate": "1", **_OWNER}, log_config=docker.types.LogConfig(type="json-file"))
+            labels={LABEL: "1", "envgen.validate": "1", **OWNER_LABELS}, log_config=docker.types.LogConfig(type="json-file"))
         try:
             limit = runs * 2 * (timeout_s + 60) + 120
             try:

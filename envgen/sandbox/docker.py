@@ -129,7 +129,7 @@ def _proc_start(pid: int) -> str | None:
         return None
 
 
-_OWNER = {"envgen.owner_host": socket.gethostname(), "envgen.owner_pid": str(os.getpid()),
+OWNER_LABELS = {"envgen.owner_host": socket.gethostname(), "envgen.owner_pid": str(os.getpid()),
           "envgen.owner_start": _proc_start(os.getpid()) or ""}
 
 
@@ -192,7 +192,7 @@ class Spec:
                    TMP: f"rw,nosuid,nodev,size={tmp_mb}m,mode=1777"},
             mounts=[docker.types.Mount(target=IO, source=str(iodir), type="bind", read_only=False)],
             log_config=docker.types.LogConfig(type="none"),
-            labels={LABEL: "1", "envgen.pack": self.pack, "envgen.io": str(iodir), **_OWNER},
+            labels={LABEL: "1", "envgen.pack": self.pack, "envgen.io": str(iodir), **OWNER_LABELS},
         )
 
 
@@ -267,7 +267,7 @@ class Box:
         iodir = root / name
         iodir.mkdir(mode=0o711)
         os.chmod(iodir, 0o711)
-        (iodir / "owner.json").write_text(json.dumps(_OWNER))
+        (iodir / "owner.json").write_text(json.dumps(OWNER_LABELS))
         os.mkfifo(iodir / "ctl.in", 0o600)
         os.mkfifo(iodir / "ctl.out", 0o600)
         rfd = os.open(iodir / "ctl.out", os.O_RDONLY | os.O_NONBLOCK)
