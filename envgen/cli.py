@@ -322,6 +322,8 @@ def train(
     sandbox: str = SandboxOpt,
     max_concurrency: int = typer.Option(8, "--max-concurrency", min=1, help="Sandboxes working at once per pack."),
     template: str = typer.Option("auto", "--template", help="Thinking-retention template: auto, qwen3, deepseek_v3, chatml."),
+    overrides: List[str] = typer.Option([], "--set", help="Override a training argument, KEY=VALUE (YAML value), "
+                                        "e.g. --set learning_rate=1e-6 --set bf16=false."),
     as_json: bool = JsonOpt,
 ):
     """GRPO on packs with TRL (DeepSeek-V3.2 preset by default). For several GPUs: accelerate launch rl/train.py."""
@@ -329,8 +331,16 @@ def train(
         from .rl import train as run_train
     except ImportError:
         raise EnvgenError("envgen train needs the rl extra: pip install torch==2.13.0 'envgen[rl]'") from None
+    import yaml
+
+    extra = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise EnvgenError(f"--set {item!r}: write KEY=VALUE, e.g. --set learning_rate=1e-6")
+        extra[key.strip()] = yaml.safe_load(value)
     metrics = run_train(pack, model, config, output_dir=str(output_dir), max_steps=max_steps, sandbox=sandbox,
-                        max_concurrency=max_concurrency, template=template)
+                        max_concurrency=max_concurrency, template=template, **extra)
     if as_json:
         _emit_json(metrics)
         return

@@ -50,7 +50,11 @@ def load_config(name_or_path: str | os.PathLike, **overrides: Any):
     unknown = sorted(set(values) - known)
     if unknown:
         raise EnvgenError(f"{config_path(name_or_path)}: unknown training arguments {unknown}")
-    return EnvgenGRPOConfig(**values)
+    try:
+        return EnvgenGRPOConfig(**values)
+    except (ValueError, TypeError) as e:  # transformers/TRL validation, e.g. bf16 asked for on a CPU
+        hint = " (on a CPU: --set bf16=false --set use_cpu=true)" if "bf16" in str(e) else ""
+        raise EnvgenError(f"{config_path(name_or_path)}: {str(e).splitlines()[0]}{hint}") from None
 
 
 def deepseek_v32_config(**overrides: Any):
