@@ -7,7 +7,8 @@ same trajectories and a resumed check continues where it stopped.
 
 Scheduling matters as much as stopping: with 8 workers, running 8 rollouts of one task at once wastes
 up to 7 after an early pass. The scheduler keeps every worker busy with *different* undecided tasks
-and only puts several rollouts of one task in flight when fewer tasks than workers remain.
+and only puts several rollouts of one task in flight when fewer tasks than workers remain, and then
+only as many as the task has already spent without a decision.
 """
 
 from __future__ import annotations
@@ -187,7 +188,9 @@ class Scheduler:
         n = len(self._order)
         for step in range(n):
             st = self.tasks[self._order[(self._cursor + step) % n]]
-            if st.decision is not None or len(st.in_flight) >= per_task:
+            # A task earns parallel rollouts only as it keeps failing to be decided: an easy task is decided
+            # by its first rollout, and extra ones started beside it would be wasted.
+            if st.decision is not None or len(st.in_flight) >= min(per_task, 1 + len(st.outcomes)):
                 continue
             idx = self._next_free_index(st)
             if idx is None:
