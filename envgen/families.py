@@ -121,6 +121,21 @@ def fresh_workdir(workdir: Path) -> tuple[Path, Path]:
     return env, hidden
 
 
+def create_schema(metadata: Any, engine: Any) -> None:
+    """``metadata.create_all`` in a fixed order: tables by dependency, then indexes by name.
+
+    SQLAlchemy keeps a table's indexes in a set, so create_all's index order (and with it the database
+    file's bytes, and the pack's content hash) would change with Python's hash seed.
+    """
+    from sqlalchemy.schema import CreateIndex, CreateTable
+
+    with engine.begin() as con:
+        for table in metadata.sorted_tables:
+            con.execute(CreateTable(table))
+        for index in sorted((i for t in metadata.sorted_tables for i in t.indexes), key=lambda i: i.name):
+            con.execute(CreateIndex(index))
+
+
 def load_module(path: Path, name: str) -> ModuleType:
     """Import a Python file by path under a private module name (cached per path)."""
     path = Path(path).resolve()

@@ -143,3 +143,21 @@ def test_second_category_builds_and_judges_state(tmp_path):
         member = lend.verifier.args["params"]["member"]
         res = sbx.call("pay_fines", {"member_id": member, "amount": 1000})
         assert not res.ok and "owes" in res.content
+
+
+@pytest.mark.parametrize("family,category", [("general", "travel-planning"), ("general", "library-catalog"),
+                                             ("search", "geo-multihop")])
+def test_same_seed_same_version_across_processes(tmp_path, family, category):
+    """The pack version must not depend on Python's hash seed (set and dict-of-set orders leak into files)."""
+    import os
+    import subprocess
+    import sys
+
+    versions = set()
+    for hash_seed in ("1", "2"):
+        out = tmp_path / f"p{hash_seed}"
+        subprocess.run([sys.executable, "-m", "envgen", "build", family, "--category", category, "--out", str(out),
+                        "--tasks", "4", "--json"], check=True, capture_output=True,
+                       env={**os.environ, "PYTHONHASHSEED": hash_seed})
+        versions.add(load(out).manifest.version)
+    assert len(versions) == 1

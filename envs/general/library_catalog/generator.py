@@ -25,7 +25,7 @@ from pathlib import Path
 from sqlalchemy import ForeignKey, Integer, String, create_engine, insert
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from envgen.families import Generated, ReferenceFailed, ToolRecorder, fresh_workdir, load_module
+from envgen.families import Generated, ReferenceFailed, ToolRecorder, create_schema, fresh_workdir, load_module
 from envgen.pack import Limits, Task
 
 HERE = Path(__file__).resolve().parent
@@ -134,7 +134,7 @@ def build_db(path: Path, seed: int) -> dict[str, int]:
                           loaned_on=loaned.isoformat(), due=due.isoformat(), renewals=renewals, returned_on=None))
         c["status"] = "on loan"
     engine = create_engine(f"sqlite:///{path}")
-    Base.metadata.create_all(engine)
+    create_schema(Base.metadata, engine)
     with Session(engine) as s:
         s.execute(insert(Branch), [dict(id=i, name=n) for i, n in enumerate(BRANCHES, 1)])
         for model, data in ((Book, books), (Copy, copies), (Member, members), (Loan, loans)):

@@ -30,7 +30,7 @@ from pathlib import Path
 from sqlalchemy import Boolean, Float, ForeignKey, Integer, String, Text, create_engine, insert, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from envgen.families import Generated, ReferenceFailed, ToolRecorder, fresh_workdir, load_module
+from envgen.families import Generated, ReferenceFailed, ToolRecorder, create_schema, fresh_workdir, load_module
 from envgen.pack import Limits, Task
 
 HERE = Path(__file__).resolve().parent
@@ -260,7 +260,7 @@ def build_db(path: Path, seed: int) -> dict[str, int]:
                     operator=rng.choice(OPERATORS[mode]), departs=_hhmm(dep), arrives=_hhmm(dep + dur),
                     duration_min=dur, price=int(round(fare * rng.uniform(0.75, 1.4)))))
     engine = create_engine(f"sqlite:///{path}")
-    Base.metadata.create_all(engine)
+    create_schema(Base.metadata, engine)
     with Session(engine) as s:
         for model, data in rows.items():
             s.execute(insert(model), data)
