@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -62,10 +60,9 @@ def main() -> None:
     print()
     print(text)
     if a.write:
-        from _results import write_section
+        from _results import ran_on, write_section
 
-        write_section("Build", f"`python bench/bench_build.py --write` on {platform.node() or 'this machine'} "
-                      f"({platform.python_version()}, {time.strftime('%Y-%m-%d')}), offline, local sandboxes.\n\n" + text)
+        write_section("Build", ran_on("python bench/bench_build.py --write", "offline, local sandboxes") + "\n\n" + text)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import struct
 import subprocess
@@ -377,14 +376,13 @@ def main() -> None:
     )
     print(text)
     if a.write:
-        from _results import write_section
+        from _results import ran_on, write_section
 
-        cmd = f"python bench/bench_docker.py --soak-seconds {a.soak_seconds:g} --write"
-        write_section("Docker sandbox", f"`{cmd}` on {platform.node() or 'this machine'} ({os.cpu_count()} cores, "
-                      f"{platform.python_version()}, Docker {engine().version()['Version']}, "
-                      f"{time.strftime('%Y-%m-%d')}, load average {load:.1f} at the start"
-                      + (", the host shared with other jobs" if load > (os.cpu_count() or 1) else "")
-                      + ").\n\n" + text)
+        shared = ["the host shared with other jobs"] if load > (os.cpu_count() or 1) else []
+        head = ran_on(f"python bench/bench_docker.py --soak-seconds {a.soak_seconds:g} --write",
+                      f"{os.cpu_count()} cores", f"Docker {engine().version()['Version']}",
+                      f"load average {load:.1f} at the start", *shared)
+        write_section("Docker sandbox", head + "\n\n" + text)
     if leaked or sk["errors"]:
         sys.exit(1)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import subprocess
 import sys
@@ -96,10 +95,9 @@ def main() -> None:
             f"Target p50 <= 1 ms: {'met' if pct(sbx, .5) <= 1.0 else 'NOT met'}.\n")
     print(text)
     if a.write:
-        from _results import write_section
+        from _results import ran_on, write_section
 
-        write_section("Local sandbox", f"`python bench/bench_local.py --write` on {platform.node() or 'this machine'} "
-                      f"({platform.python_version()}, {time.strftime('%Y-%m-%d')}).\n\n" + text)
+        write_section("Local sandbox", ran_on("python bench/bench_local.py --write") + "\n\n" + text)
 
 
 if __name__ == "__main__":
