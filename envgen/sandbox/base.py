@@ -192,7 +192,8 @@ class Sandbox(ABC):
         try:
             timeout = max(self.limits.step_timeout_s, 60.0)
             reply = self._request({"op": "verify", "verifier": task.verifier.model_dump(), "answer": answer,
-                                   "calls": calls, "hidden": hidden, "timeout": timeout}, timeout)
+                                   "calls": calls, "prompt": [m.model_dump() for m in task.prompt],
+                                   "hidden": hidden, "timeout": timeout}, timeout)
         finally:
             self._unstage_hidden()
         if not reply.get("ok"):

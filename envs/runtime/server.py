@@ -253,7 +253,8 @@ class Runtime:
         try:
             verdict = self._run(lambda: envgen_verifiers.verify(
                 req.get("verifier") or {}, answer=req.get("answer") or "", calls=req.get("calls") or [],
-                work_dir=self.work_dir, hidden_dir=req.get("hidden")), timeout, out)
+                work_dir=self.work_dir, hidden_dir=req.get("hidden"), env_dir=self.env_dir,
+                prompt=req.get("prompt") or []), timeout, out)
         except ToolTimeout:
             return _err("timeout", f"the verifier did not finish within {timeout:g} s")
         except Exception as e:

@@ -41,7 +41,7 @@ def _load(path: str):
     return module
 
 
-def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: str | None) -> dict:
+def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: str | None, **_) -> dict:
     """args: file="verify.py" (in hidden/), function="verify", params={}."""
     if not hidden_dir:
         raise ValueError("program verifier needs the pack's hidden/ directory")

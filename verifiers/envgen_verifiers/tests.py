@@ -376,7 +376,7 @@ def _read(path: str) -> str | None:
         return None
 
 
-def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: str | None) -> dict:
+def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: str | None, **_) -> dict:
     """Judge a code episode: reward 1 iff the submitted patch makes every FAIL_TO_PASS and PASS_TO_PASS pass.
 
     args: base (commit), framework, files (test files to run), FAIL_TO_PASS, PASS_TO_PASS, test_patch
