@@ -237,14 +237,14 @@ def verify(answer, calls, params, ctx):
 '''
 
 
-def make_tiny_pack(dest: Path, *, tasks: int = 3, limits: dict | None = None) -> packmod.Pack:
-    """A pack with a key-value db, the tools above, and `tasks` program-verified tasks."""
+def make_tiny_pack(dest: Path, *, tasks: int = 3, limits: dict | None = None, extra_tools: str = "") -> packmod.Pack:
+    """A pack with a key-value db, the tools above (plus `extra_tools`), and `tasks` program-verified tasks."""
     import sqlite3
 
     src = dest.parent / f"{dest.name}-src"
     (src / "env" / "state").mkdir(parents=True)
     (src / "hidden").mkdir()
-    (src / "env" / "tools.py").write_text(textwrap.dedent(TOOLS))
+    (src / "env" / "tools.py").write_text(textwrap.dedent(TOOLS) + textwrap.dedent(extra_tools))
     (src / "hidden" / "verify.py").write_text(textwrap.dedent(VERIFY))
     con = sqlite3.connect(src / "env" / "state" / "kv.db")
     con.execute("CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)")

@@ -89,12 +89,12 @@ def test_hidden_only_during_verify(tiny_pack, sbx):
     task = tiny_pack.tasks[0]
     ep = replay(sbx, task, task.reference.calls, task.reference.answer)
     assert ep.verdict.reward == 1.0
-    assert not os.path.exists(sbx.hidden)
+    assert not (sbx.box.iodir / "hidden").exists()
 
 
 def test_close_kills_process_group_and_removes_files(tiny_pack):
     s = open_sandbox(tiny_pack, "local")
-    pid, root = s._proc.pid, s.root
+    pid, root = s.box.proc.pid, s.root
     s.close()
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)

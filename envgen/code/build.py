@@ -23,7 +23,7 @@ from ..images import stderr_log
 from ..pack import MANIFEST, Provenance, load
 from ..store import Store
 from .candidates import Filters, Rejection, make_candidate, reason_key, swebench_filters
-from .environment import EnvironmentFailed, build_environment, env_tag, layer_sharing
+from .environment import EnvironmentFailed, build_environment, layer_sharing
 from .lang import Language, RepoView, get_language
 from .pack import files_after, finalize, slug, stage_pack
 from .sources import GitHub, has_commit, open_source
@@ -261,7 +261,7 @@ def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gat
 
         pack = build_pack_image(pack, client=client, log=log)
         image = pack.manifest.image.tag
-        sharing = layer_sharing(client, image, env_tag(recipe))
+        sharing = layer_sharing(client, image, env.tag)
     _tick(stages, "task_image", t0)
 
     t0 = time.perf_counter()

@@ -3,7 +3,8 @@
 - base: ``envgen.images.build_base(suite, toolchains)`` (the recipe's Debian suite and toolchains) and
   the code family layer over it (git, the runtime, the verifier kit);
 - repository environment: the recipe's install steps as one ``RUN`` layer each, tagged
-  ``envgen/repoenv:<language>-<key>`` where key hashes the steps (with suite and toolchains). Every task
+  ``envgen/repoenv:<language>-<key>-<family>`` where key hashes the steps (with suite and toolchains) and
+  family names the family image it is built on. Every task
   whose repository version installs the same way shares this image, built once;
 - task: the pack image (``envgen.images.ensure_pack_image``) whose ``env/Dockerfile`` repeats exactly the
   environment's instructions over the same family image, so Docker's layer cache resolves them to the
@@ -89,8 +90,10 @@ def pack_dockerfile(recipe: Recipe) -> str:
     return header + "\n".join(env_instructions(recipe)) + "\n"
 
 
-def env_tag(recipe: Recipe) -> str:
-    return f"{ENV_REPO}:{recipe.language}-{recipe.key}"
+def env_tag(recipe: Recipe, family: str) -> str:
+    """The environment image's tag: the recipe's key and the family image it sits on (whose tag hashes the
+    runtime and verifier kit), so an envgen upgrade never reuses an environment built on an older layer."""
+    return f"{ENV_REPO}:{recipe.language}-{recipe.key}-{family.rsplit('-', 1)[-1][:8]}"
 
 
 def family_for(recipe: Recipe, *, client=None, log=images.stderr_log) -> tuple[str, str]:
@@ -104,7 +107,7 @@ def build_environment(recipe: Recipe, *, client=None, log=images.stderr_log) -> 
     client = images.docker_client(client)
     t0 = time.perf_counter()
     base, fam = family_for(recipe, client=client, log=log)
-    tag = env_tag(recipe)
+    tag = env_tag(recipe, fam)
     if images.image_exists(client, tag):
         return Environment(recipe.key, tag, client.images.get(tag).id, base, fam,
                            [StepResult(s.name, s.run, 0) for s in recipe.steps], True,

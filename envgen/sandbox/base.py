@@ -1,15 +1,12 @@
 """The sandbox interface: where one episode's tools and verifier execute.
 
-Backends (local subprocess, Docker container) differ only in how they start and kill the runtime
-server (`envs/runtime/server.py`) and how they move `hidden/` in for verification; the JSON-lines
-protocol, deadlines and crash recovery live here once.
+Backends (a host process in its own namespaces, a Docker container) differ only in how they start the
+supervisor (`envs/runtime/supervisor.py`); the JSON-lines protocol, deadlines, bounded reads, crash
+recovery and the fresh-process verification live here and in `supervised.py` once.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import select
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -17,10 +14,11 @@ from typing import Any
 
 from ..errors import SandboxError
 from ..pack import Pack, Task
+from .channel import Channel, ReplyTooLong
+from .supervised import START_TIMEOUT_S, Supervised
 
 HARD_GRACE_S = 2.0
 """Seconds past a call's own timeout before the host kills the runtime (a tool blocked in C code)."""
-START_TIMEOUT_S = 60.0
 
 
 @dataclass
@@ -43,51 +41,17 @@ class Verdict:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-class Channel:
-    """JSON lines over a pair of file descriptors (pipes, FIFOs or a socket), with deadlines."""
-
-    def __init__(self, rfd: int, wfd: int, close=None):
-        self.rfd, self.wfd, self._close = rfd, wfd, close
-        self._buf = bytearray()
-        self._poll = select.poll()
-        self._poll.register(rfd, select.POLLIN | select.POLLHUP | select.POLLERR)
-
-    def send(self, obj: dict) -> None:
-        data = json.dumps(obj, ensure_ascii=False).encode() + b"\n"
-        view = memoryview(data)
-        while view:
-            n = os.write(self.wfd, view)
-            view = view[n:]
-
-    def recv(self, deadline: float) -> dict | None:
-        """The next reply, or None at the deadline; raises EOFError when the peer is gone."""
-        while True:
-            nl = self._buf.find(b"\n")
-            if nl >= 0:
-                line = bytes(self._buf[:nl])
-                del self._buf[: nl + 1]
-                return json.loads(line)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            if not self._poll.poll(left * 1000):
-                return None
-            chunk = os.read(self.rfd, 1 << 20)
-            if not chunk:
-                raise EOFError("runtime closed its output")
-            self._buf += chunk
-
-    def close(self) -> None:
-        if self._close:
-            self._close()
-
-
 class Sandbox(ABC):
     """One stream of episodes of a pack. Use as a context manager; `close()` leaves nothing behind.
 
-    Contract: `reset()` before each episode restores the pristine state; `call()` never raises for a
-    tool's failure (a timeout, an exception, a killed runtime all come back as a failed ToolResult,
-    and the sandbox keeps working); `verify()` copies `hidden/` in after the agent's last action.
+    Contract: `reset()` before each episode restores the pristine state (a fresh runtime process,
+    pristine work dir, empty scratch space); `call()` never raises for a tool's failure (a timeout, an
+    exception, a killed runtime, an oversized reply all come back as a failed ToolResult, and the
+    sandbox keeps working); `verify()` kills every process of the episode, then judges it in a fresh
+    verifier process that alone sees `hidden/`.
+
+    Both backends run the same supervisor (envs/runtime/supervisor.py); a backend only says how to get
+    one (`_open_box`), give it back (`_close_box`), and which pristine env dir its verifier reads.
     """
 
     backend = "abstract"
@@ -95,33 +59,56 @@ class Sandbox(ABC):
     def __init__(self, pack: Pack):
         self.pack = pack
         self.limits = pack.manifest.limits
+        self.box: Supervised | None = None
         self._chan: Channel | None = None
         self._seq = 0
         self.tools: list[dict] = []
         self.restarts = 0
+        self.strays_killed = 0
+        """Processes the agent's tools left behind, killed at episode boundaries (for reports)."""
+        self._dirty = False
+        self._deadline = float("inf")
 
     # -- backend hooks
 
     @abstractmethod
-    def _spawn(self) -> Channel:
-        """Start the runtime server; return the channel to it."""
+    def _open_box(self) -> Supervised:
+        """A started supervisor for this pack (new, or from a pool)."""
 
     @abstractmethod
-    def _kill(self) -> None:
-        """Kill the runtime server and everything it started."""
+    def _close_box(self, box: Supervised) -> None:
+        """Give a supervisor back (to a pool) or destroy it; never raises."""
 
+    @property
     @abstractmethod
-    def _stage_hidden(self) -> str | None:
-        """Make hidden/ visible to the runtime; return its path there (None if the pack has none)."""
-
-    @abstractmethod
-    def _unstage_hidden(self) -> None:
-        """Remove what _stage_hidden put in place."""
-
-    def _release(self) -> None:
-        """Free backend resources after the runtime is killed (temp dirs, containers)."""
+    def verifier_env_dir(self) -> str:
+        """The pristine env dir as the verifier process sees it."""
 
     # -- protocol
+
+    def _spawn(self) -> Channel:
+        for attempt in (1, 2):
+            if self.box is not None and self.box.dead:
+                self._drop_box()
+            if self.box is None:
+                self.box = self._open_box()
+            try:
+                return self.box.runtime()
+            except SandboxError:
+                if attempt == 2 or not self.box.dead:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _drop_box(self) -> None:
+        box, self.box = self.box, None
+        if box is not None:
+            box.dead = True
+            self._close_box(box)
+
+    def _kill(self) -> None:
+        self._chan = None
+        if self.box is not None:
+            self.box.stop_runtime()
 
     def _start(self) -> None:
         self._chan = self._spawn()
@@ -144,7 +131,7 @@ class Sandbox(ABC):
         self._start()
 
     def _request(self, req: dict, timeout: float) -> dict:
-        """Send one request; on a missed deadline or a dead runtime, kill+restart and answer an error."""
+        """Send one request; on a missed deadline, an oversized reply or a dead runtime, restart and answer an error."""
         if self._chan is None:
             self._start()
         self._seq += 1
@@ -160,6 +147,10 @@ class Sandbox(ABC):
                             f"no answer within {timeout + HARD_GRACE_S:g} s; the sandbox was restarted"}}
                 if reply.get("id") == self._seq:
                     return reply
+        except ReplyTooLong as e:
+            self._restart()
+            return {"ok": False, "error": {"type": "output_overflow", "message":
+                    f"{e} (the output limit is {self.limits.output_limit} characters); the sandbox was restarted"}}
         except (EOFError, BrokenPipeError, ConnectionError, ValueError, OSError) as e:
             self._restart()
             return {"ok": False, "error": {"type": "crashed", "message":
@@ -168,48 +159,72 @@ class Sandbox(ABC):
     # -- public API
 
     def reset(self) -> None:
-        """Restore the pristine state for a new episode."""
+        """A fresh runtime process (nothing the last episode started survives), empty scratch space,
+        pristine work dir. After a verify the fresh runtime was started then, so this costs a hello and
+        the runtime's reset (restoring the work dir from env/); otherwise one fork (~10 ms)."""
+        box = self.box
+        if self._dirty and box is not None and not box.dead:
+            try:
+                if not box.fresh:
+                    self.strays_killed += max(0, box.prespawn() - 1)
+                    self._chan = None
+                box.wipe_scratch()
+            except SandboxError:
+                pass  # the sandbox died: the reset request below replaces it
         reply = self._request({"op": "reset"}, START_TIMEOUT_S)
         if not reply.get("ok"):
             self._restart()
             reply = self._request({"op": "reset"}, START_TIMEOUT_S)
             if not reply.get("ok"):
                 raise SandboxError(f"pack {self.pack.manifest.name!r}: reset failed: {reply['error']['message']}")
+        self._dirty = False
+        self._deadline = time.monotonic() + self.limits.episode_timeout_s
 
     def call(self, tool: str, args: dict[str, Any], timeout: float | None = None) -> ToolResult:
-        timeout = timeout or self.limits.step_timeout_s
+        """A tool call, refused once the episode's wall-clock limit has passed, and never allowed past it."""
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            return ToolResult.failure("episode_timeout", f"the episode ran past its "
+                                      f"{self.limits.episode_timeout_s:g} s limit; no more tool calls")
+        self._dirty = True
+        timeout = min(timeout or self.limits.step_timeout_s, left)
         t0 = time.perf_counter()
         reply = self._request({"op": "call", "tool": tool, "args": args, "timeout": timeout}, timeout)
         dt = time.perf_counter() - t0
-        if reply.get("ok"):
+        if reply.get("ok") and isinstance(reply.get("content"), str):
             return ToolResult(True, reply["content"], None, dt)
-        err = reply["error"]
-        return ToolResult.failure(err.get("type", "error"), err.get("message", ""), dt)
+        err = reply.get("error") if isinstance(reply.get("error"), dict) else {
+            "type": "bad_reply", "message": "the runtime's reply was malformed"}
+        return ToolResult.failure(str(err.get("type", "error")), str(err.get("message", "")), dt)
 
     def verify(self, task: Task, answer: str, calls: list[dict[str, Any]]) -> Verdict:
-        """Judge the finished episode. `calls` is the host's record: [{tool, args, ok, content}]."""
-        hidden = self._stage_hidden()
-        try:
-            timeout = max(self.limits.step_timeout_s, 60.0)
-            reply = self._request({"op": "verify", "verifier": task.verifier.model_dump(), "answer": answer,
-                                   "calls": calls, "prompt": [m.model_dump() for m in task.prompt],
-                                   "hidden": hidden, "timeout": timeout}, timeout)
-        finally:
-            self._unstage_hidden()
+        """Judge the finished episode. `calls` is the host's record: [{tool, args, ok, content}].
+
+        The verdict comes from a fresh verifier process started after every process of the episode
+        (the runtime included) is killed; the next episode gets a fresh runtime."""
+        if self.box is None or self.box.dead:
+            self._start()
+        self._chan = None
+        self._dirty = True
+        timeout = max(self.limits.step_timeout_s, 60.0)
+        request = {"verifier": task.verifier.model_dump(), "answer": answer, "calls": calls,
+                   "prompt": [m.model_dump() for m in task.prompt], "env": self.verifier_env_dir}
+        reply, killed = self.box.verify(request, self.pack.hidden_dir, timeout)
+        self.strays_killed += max(0, killed - 1)
         if not reply.get("ok"):
             err = reply["error"]
             return Verdict(0.0, {"error": f"{err.get('type')}: {err.get('message')}"})
         return Verdict(float(reply["reward"]), reply.get("details") or {})
 
+    def processes(self) -> list[dict]:
+        """The sandbox's processes but its supervisor (the runtime and whatever the tools started)."""
+        return self.box.processes() if self.box is not None else []
+
     def close(self) -> None:
-        if self._chan is not None:
-            try:
-                self._chan.send({"op": "exit"})
-            except OSError:
-                pass
-        self._kill()
         self._chan = None
-        self._release()
+        box, self.box = self.box, None
+        if box is not None:
+            self._close_box(box)
 
     def __enter__(self) -> Sandbox:
         if self._chan is None:
@@ -221,7 +236,7 @@ class Sandbox(ABC):
 
     def __del__(self):
         try:
-            if self._chan is not None:
+            if self.box is not None:
                 self.close()
         except Exception:
             pass

@@ -17,22 +17,20 @@ clear error.
 
 Inside, a small root supervisor (envs/runtime/supervisor.py) is PID 1. Over its own control FIFOs it
 spawns the runtime as the unprivileged sandbox user (a fork of a pre-imported server, ~10 ms), kills
-stray processes and empties /tmp, each in about a millisecond. That makes a fresh runtime process per
-episode affordable: one is started right after verification (the old one held the verifier's inputs)
-or at a reset after an episode that ran anything. When this process dies its FIFO ends close, the
-supervisor kills everything and the container (started with auto-remove) disappears; `gc()` sweeps
-whatever is left after a daemon restart.
+stray processes and empties /tmp, /dev/shm and System V IPC, each in about a millisecond. That makes a
+fresh runtime process per episode affordable, and a fresh verifier process per verdict (see
+supervised.py). When this process dies its FIFO ends close, the supervisor kills everything and the
+container (started with auto-remove) disappears; `gc()` sweeps whatever is left after a daemon restart.
 
 Containment defaults: no network unless the pack's limits ask for it; read-only root with tmpfs /work
-and /tmp; memory (no swap), CPU and pids limits; all capabilities dropped except the supervisor's
-SETUID/SETGID/KILL; no-new-privileges; `hidden/` appears (at /run/envgen/hidden) only for the verify
-step, after every process but the runtime is killed, and the runtime is replaced after verification.
+and /tmp; a private IPC namespace and /dev/shm; memory (no swap), CPU and pids limits; all capabilities
+dropped except the supervisor's SETUID/SETGID/KILL; no-new-privileges; `hidden/` appears (at
+/run/envgen/hidden) only while the verifier process runs, after every process of the episode is killed.
+The io root on the host is private to its user (0700, refused otherwise).
 """
 
 from __future__ import annotations
 
-import atexit
-import errno
 import itertools
 import json
 import os
@@ -40,17 +38,19 @@ import re
 import secrets
 import shutil
 import socket
+import stat
 import tempfile
 import threading
 import time
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import SandboxError
 from ..pack import Pack
-from .base import Channel, Sandbox, ToolResult
+from .base import Sandbox
+from .channel import Channel, runtime_line_bound
+from .supervised import Supervised, connect
 
 LABEL = "envgen.sandbox"
 PIDS_LIMIT = 256
@@ -59,8 +59,9 @@ START_TIMEOUT_S = 60.0
 PYTHON = "/usr/bin/python3"
 IO = "/run/envgen"
 """The bind-mounted host dir inside the container: control FIFOs, runtime FIFOs, and hidden/ at verify time."""
-WORK, TMP = "/work", "/tmp"
+WORK, TMP, SHM = "/work", "/tmp", "/dev/shm"
 SANDBOX_UID = 10001
+SHM_BYTES = 64 << 20
 
 
 # ---------------------------------------------------------------- the engine
@@ -115,8 +116,24 @@ def docker_available(refresh: bool = False) -> bool:
 
 
 def io_root() -> Path:
-    """Host dir under which each container gets its bind-mounted io dir (ENVGEN_SANDBOX_DIR overrides)."""
-    return Path(os.environ.get("ENVGEN_SANDBOX_DIR") or Path(tempfile.gettempdir()) / "envgen-docker")
+    """Host dir under which each container gets its bind-mounted io dir (ENVGEN_SANDBOX_DIR overrides).
+
+    An io dir receives `hidden/` at verification time, so whoever can write the root could swap an io dir
+    and read it: the root is created with mode 0700 and refused if it belongs to someone else or is
+    writable by group or others."""
+    root = Path(os.environ.get("ENVGEN_SANDBOX_DIR") or Path(tempfile.gettempdir()) / f"envgen-docker-{os.geteuid()}")
+    try:
+        root.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise SandboxError(f"{root}: cannot create the sandbox io root ({e.strerror}); set ENVGEN_SANDBOX_DIR") from None
+    st = root.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise SandboxError(f"{root}: the sandbox io root must be a directory of yours that no one else can write "
+                           f"(found owner uid {st.st_uid}, mode {stat.filemode(st.st_mode)}); remove it or set "
+                           "ENVGEN_SANDBOX_DIR")
+    return root
 
 
 def _proc_start(pid: int) -> str | None:
@@ -169,8 +186,11 @@ class Spec:
         runtime = [PYTHON, "-I", "-B", "/opt/envgen/runtime/server.py", "--env", "/env", "--work", WORK,
                    "--verifiers", "/opt/envgen/verifiers", "--output-limit", str(self.output_limit),
                    "--step-timeout", str(self.step_timeout_s)]
+        verifier = [PYTHON, "-I", "-B", "/opt/envgen/runtime/verifier.py", "--verifiers", "/opt/envgen/verifiers",
+                    "--work", WORK]
         return [PYTHON, "-I", "-B", "/opt/envgen/runtime/supervisor.py", "--io", IO, "--uid", str(SANDBOX_UID),
-                "--gid", str(SANDBOX_UID), "--work", WORK, "--", *runtime]
+                "--gid", str(SANDBOX_UID), "--work", WORK, "--tmp", TMP, "--isolation", "pid1",
+                "--verifier", json.dumps(verifier), "--", *runtime]
 
     def run_kwargs(self, iodir: Path, name: str) -> dict[str, Any]:
         import docker
@@ -183,7 +203,7 @@ class Spec:
         return dict(
             image=self.image, command=self.command(), name=name, hostname="sandbox", user="0:0",
             detach=True, auto_remove=True, read_only=True, working_dir=WORK,
-            network_mode="bridge" if self.network else "none",
+            network_mode="bridge" if self.network else "none", ipc_mode="private", shm_size=SHM_BYTES,
             mem_limit=f"{self.memory_mb}m", memswap_limit=f"{self.memory_mb}m", nano_cpus=int(self.cpus * 1e9),
             pids_limit=self.pids_limit, cap_drop=["ALL"], cap_add=caps, security_opt=["no-new-privileges"],
             ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0),
@@ -200,57 +220,15 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "pack"
 
 
-def _open_writer(path: str, wait_s: float) -> int:
-    """Open a FIFO's write end once its reader is there, never blocking past `wait_s`."""
-    end = time.monotonic() + wait_s
-    while True:
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError as e:
-            if e.errno != errno.ENXIO or time.monotonic() > end:
-                raise
-            time.sleep(0.002)
-            continue
-        os.set_blocking(fd, True)
-        return fd
-
-
-def _closer(*fds: int):
-    """A close callback that closes its fds exactly once (a second close could hit a reused fd number)."""
-    done = []
-
-    def close() -> None:
-        if not done:
-            done.append(True)
-            for fd in fds:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-
-    return close
-
-
-_boxes: weakref.WeakSet = weakref.WeakSet()
-
-
-class Box:
-    """One started container: its supervisor's control channel, its host io dir, its runtime channel."""
+class Box(Supervised):
+    """One started container: its supervisor (PID 1) over FIFOs in a bind-mounted host io dir."""
 
     _seq = itertools.count(1)
 
     def __init__(self, client, spec: Spec, container, iodir: Path, ctl: Channel):
-        self.client, self.spec, self.container, self.iodir, self.ctl = client, spec, container, iodir, ctl
-        self.chan: Channel | None = None
-        self.fresh = False
-        """True while `chan` is a runtime spawned ahead of use whose ready line nobody has read yet."""
-        self.runtime_pid: int | None = None
-        self.dead = False
-        self.idle_since = time.monotonic()
-        self._gen = 0
-        self._ids = itertools.count(1)
-        self.owner = os.getpid()
-        _boxes.add(self)
+        super().__init__(ctl, iodir, IO, f"pack {spec.pack!r}", runtime_max_line=runtime_line_bound(spec.output_limit),
+                         work=WORK, scratch=(TMP, SHM), ipc=True)
+        self.client, self.spec, self.container = client, spec, container
 
     @property
     def id(self) -> str:
@@ -262,187 +240,43 @@ class Box:
         import docker
 
         root = io_root()
-        root.mkdir(parents=True, exist_ok=True)
         name = f"envgen-{_slug(spec.pack)}-{os.getpid()}-{next(cls._seq)}-{secrets.token_hex(3)}"
         iodir = root / name
-        iodir.mkdir(mode=0o711)
+        iodir.mkdir(mode=0o711)  # exclusive: fails if anything already has this name
         os.chmod(iodir, 0o711)
         (iodir / "owner.json").write_text(json.dumps(OWNER_LABELS))
-        os.mkfifo(iodir / "ctl.in", 0o600)
-        os.mkfifo(iodir / "ctl.out", 0o600)
-        rfd = os.open(iodir / "ctl.out", os.O_RDONLY | os.O_NONBLOCK)
-        ctl = Channel(rfd, -1)
-        container = None
-        try:
+
+        def launch():
             try:
-                container = client.containers.run(**spec.run_kwargs(iodir, name))
+                return client.containers.run(**spec.run_kwargs(iodir, name))
             except docker.errors.ImageNotFound:
                 raise SandboxError(f"pack {spec.pack!r}: image {spec.image} is missing; "
                                    "run `envgen image build PACK`") from None
             except docker.errors.APIError as e:
                 raise SandboxError(f"pack {spec.pack!r}: cannot start a container: {e.explanation or e}") from None
-            ready, deadline = None, time.monotonic() + START_TIMEOUT_S
-            while ready is None and time.monotonic() < deadline:
-                try:
-                    ready = ctl.recv(min(deadline, time.monotonic() + 0.5))
-                except (EOFError, ValueError):
-                    break
-                if ready is None and not _running(container):
-                    break
-            if not ready or not ready.get("ok"):
-                log = iodir / "supervisor.log"
-                why = log.read_text(errors="replace").strip().splitlines()[-1:] if log.is_file() else []
-                raise SandboxError(
-                    f"pack {spec.pack!r}: the container's supervisor did not come up"
-                    + (f" ({why[0]})" if why else "")
-                    + f"; the Docker backend needs a local engine that can bind-mount {root}")
-            os.set_blocking(rfd, True)
-            ctl.wfd = _open_writer(str(iodir / "ctl.in"), 5.0)
-            ctl._close = _closer(rfd, ctl.wfd)
-        except BaseException:
-            _closer(rfd, ctl.wfd)()
+
+        try:
+            ctl, container, _ = connect(iodir, launch, _running, f"pack {spec.pack!r}")
+        except SandboxError as e:
+            container = getattr(e, "handle", None)
+            if container is not None:
+                _remove(container)
+            shutil.rmtree(iodir, ignore_errors=True)
+            if "supervisor did not come up" in str(e):
+                raise SandboxError(f"{e}; the Docker backend needs a local engine that can bind-mount {root}") from None
+            raise
+        except BaseException as e:
+            container = getattr(e, "handle", None)
             if container is not None:
                 _remove(container)
             shutil.rmtree(iodir, ignore_errors=True)
             raise
-        for fifo in ("ctl.in", "ctl.out"):  # the open fds stay valid; nothing can open these paths again
-            os.unlink(iodir / fifo)
         return cls(client, spec, container, iodir, ctl)
-
-    # -- the supervisor
-
-    def request(self, req: dict, timeout: float = CTL_TIMEOUT_S) -> dict:
-        if self.dead:
-            raise SandboxError(f"pack {self.spec.pack!r}: the sandbox container is gone")
-        req["id"] = next(self._ids)
-        try:
-            self.ctl.send(req)
-            deadline = time.monotonic() + timeout
-            while True:
-                reply = self.ctl.recv(deadline)
-                if reply is None or reply.get("id") == req["id"]:
-                    break
-        except (EOFError, OSError, ValueError) as e:
-            self.dead = True
-            raise SandboxError(f"pack {self.spec.pack!r}: the sandbox container died ({type(e).__name__})") from None
-        if reply is None:
-            self.dead = True
-            raise SandboxError(f"pack {self.spec.pack!r}: the container's supervisor did not answer "
-                               f"{req['op']!r} within {timeout:g} s")
-        if not reply.get("ok"):
-            raise SandboxError(f"pack {self.spec.pack!r}: sandbox {req['op']} failed: {reply['error']['message']}")
-        return reply
-
-    def ping(self) -> bool:
-        try:
-            self.request({"op": "ping"}, 5.0)
-            return True
-        except SandboxError:
-            return False
-
-    def processes(self) -> list[dict]:
-        """The container's processes but the supervisor: [{pid, uid, state, name}]."""
-        procs = self.request({"op": "ps"})["procs"]
-        return [dict(zip(("pid", "uid", "state", "name"), p)) for p in procs]
-
-    # -- the runtime
-
-    def _spawn(self) -> Channel:
-        self._gen += 1
-        host_in, host_out = self.iodir / f"rt{self._gen}.in", self.iodir / f"rt{self._gen}.out"
-        os.mkfifo(host_in, 0o600)
-        os.mkfifo(host_out, 0o600)
-        rfd = os.open(host_out, os.O_RDONLY | os.O_NONBLOCK)
-        hold = os.open(host_in, os.O_RDWR)  # a writer from the start, so no reader sees EOF before ours opens
-        wfd = -1
-        try:
-            reply = self.request({"op": "spawn", "input": f"{IO}/{host_in.name}", "output": f"{IO}/{host_out.name}"})
-            wfd = _open_writer(str(host_in), 5.0)
-        except BaseException:
-            _closer(rfd, wfd)()
-            raise
-        finally:
-            os.close(hold)  # from here the runtime is the only reader: its death is EPIPE on our next write
-            for p in (host_in, host_out):
-                try:
-                    os.unlink(p)
-                except OSError:
-                    pass
-        os.set_blocking(rfd, True)
-        self.runtime_pid = reply["pid"]
-        return Channel(rfd, wfd, close=_closer(rfd, wfd))
-
-    def runtime(self) -> Channel:
-        """A channel to a runtime whose ready line is unread: the one spawned ahead, or a new one."""
-        if self.chan is not None and self.fresh:
-            self.fresh = False
-            return self.chan
-        self.stop_runtime()
-        self.chan = self._spawn()
-        return self.chan
-
-    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> bool:
-        """Wait until the spawned-ahead runtime has written its ready line (left unread for its user)."""
-        if self.chan is None or not self.fresh:
-            return False
-        return bool(self.chan._poll.poll(timeout * 1000))
-
-    def prespawn(self) -> int:
-        """Replace the runtime with a fresh process now, so whoever needs it next finds it started.
-
-        Returns how many processes were killed on the way (the old runtime included)."""
-        killed = self.stop_runtime()
-        self.chan = self._spawn()
-        self.fresh = True
-        return killed
-
-    def stop_runtime(self) -> int:
-        """Kill the runtime and every other process of the sandbox; return the count (never raises)."""
-        chan, self.chan, self.fresh, self.runtime_pid = self.chan, None, False, None
-        if chan is not None:
-            chan.close()
-        if not self.dead:
-            try:
-                return self.request({"op": "kill", "keep": []})["killed"]
-            except SandboxError:
-                pass
-        return 0
 
     def kill_strays(self) -> int:
         """Kill every process but the runtime; return how many."""
         keep = [self.runtime_pid] if self.runtime_pid else []
         return self.request({"op": "kill", "keep": keep})["killed"]
-
-    def wipe(self, *dirs: str) -> None:
-        self.request({"op": "wipe", "dirs": list(dirs)})
-
-    # -- hidden/
-
-    def stage_hidden(self, src: Path) -> str | None:
-        """Copy hidden/ into the io dir: root-owned for the sandbox user, readable and unwritable."""
-        dest = self.iodir / "hidden"
-        shutil.rmtree(dest, ignore_errors=True)
-        if not src.is_dir():
-            return None
-        shutil.copytree(src, dest, symlinks=False)
-        for d, _, files in os.walk(dest):
-            os.chmod(d, 0o755)
-            for f in files:
-                os.chmod(os.path.join(d, f), 0o644)
-        return f"{IO}/hidden"
-
-    def unstage_hidden(self) -> None:
-        shutil.rmtree(self.iodir / "hidden", ignore_errors=True)
-
-    # -- lifecycle
-
-    def recycle(self) -> None:
-        """Back to pristine for another sandbox: no processes, empty /work and /tmp, a fresh runtime."""
-        self.unstage_hidden()
-        self.stop_runtime()
-        self.wipe(WORK, TMP)
-        self.prespawn()
-        self.idle_since = time.monotonic()
 
     def destroy(self) -> None:
         """Remove the container and its io dir (idempotent). In a forked child: only drop the fds."""
@@ -458,7 +292,6 @@ class Box:
             self.ctl.close()
             if mine:
                 shutil.rmtree(self.iodir, ignore_errors=True)
-            _boxes.discard(self)
 
 
 def _running(container) -> bool:
@@ -492,26 +325,10 @@ def _remove(container, wait_s: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-@atexit.register
-def _destroy_all() -> None:
-    for box in list(_boxes):
-        try:
-            box.destroy()
-        except Exception:
-            pass
-
-
 def _after_fork_in_child() -> None:
-    """A forked child (a process pool worker) drops its copies of the parent's FIFO ends, so the parent's
-    containers still stop when the parent dies, and gets its own engine connection."""
+    """A forked child gets its own engine connection (the supervised boxes drop their fds themselves)."""
     global _engine
     _engine = None
-    for box in list(_boxes):
-        box.dead = True
-        for chan in (box.chan, box.ctl):
-            if chan is not None:
-                chan.close()
-        _boxes.discard(box)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -530,6 +347,7 @@ class DockerSandbox(Sandbox):
     """
 
     backend = "docker"
+    verifier_env_dir = "/env"
 
     def __init__(self, pack: Pack, *, image: str | None = None, pool=None, client=None):
         super().__init__(pack)
@@ -544,111 +362,22 @@ class DockerSandbox(Sandbox):
 
             pool = default_pool()
         self.pool = pool or None
-        self.box: Box | None = None
-        self.strays_killed = 0
-        """Processes the agent's tools left behind that were killed at episode boundaries (for reports)."""
-        self._dirty = False
-        self._deadline = float("inf")
 
-    # -- backend hooks
+    def _open_box(self) -> Box:
+        return self.pool.acquire(self.spec) if self.pool else Box.start(self.client, self.spec)
 
-    def _spawn(self) -> Channel:
-        for attempt in (1, 2):
-            if self.box is not None and self.box.dead:
-                self._drop_box()
-            if self.box is None:
-                self.box = self.pool.acquire(self.spec) if self.pool else Box.start(self.client, self.spec)
-            try:
-                return self.box.runtime()
-            except SandboxError:
-                if attempt == 2 or not self.box.dead:
-                    raise
-        raise AssertionError("unreachable")
-
-    def _kill(self) -> None:
-        if self.box is not None:
-            self.box.stop_runtime()
-
-    def _stage_hidden(self) -> str | None:
-        if self._chan is None:
-            self._start()
-        self.strays_killed += self.box.kill_strays()
-        return self.box.stage_hidden(self.pack.hidden_dir)
-
-    def _unstage_hidden(self) -> None:
-        box = self.box
-        if box is None:
-            return
-        box.unstage_hidden()
-        # The runtime just held the verifier's inputs (references, hidden modules) in memory: the next
-        # episode gets a new process, started now so it is ready by the next reset.
+    def _close_box(self, box: Supervised) -> None:
         try:
-            box.prespawn()  # the strays are already gone (killed before staging)
-        except SandboxError:
+            if self.pool is not None and not box.dead:
+                self.pool.release(box)
+            else:
+                box.destroy()
+        except Exception:
             pass
-        self._chan = None
-        self._dirty = True
-
-    def _release(self) -> None:
-        box, self.box = self.box, None
-        if box is None:
-            return
-        if self.pool is not None:
-            self.pool.release(box)
-        else:
-            box.destroy()
-
-    def _drop_box(self) -> None:
-        box, self.box = self.box, None
-        if box is not None:
-            box.destroy()
-
-    # -- episode boundaries
-
-    def reset(self) -> None:
-        """A fresh runtime process (nothing the last episode started survives), empty /tmp, pristine /work.
-
-        After a verify the fresh runtime was started then, so this costs a hello and the runtime's
-        reset (restoring /work from /env); otherwise one fork in the container (~10 ms).
-        """
-        box = self.box
-        if self._dirty and box is not None and not box.dead:
-            try:
-                if not box.fresh:
-                    self.strays_killed += max(0, box.prespawn() - 1)
-                    self._chan = None
-                box.wipe(TMP)
-            except SandboxError:
-                pass  # the container died: the reset request below replaces it
-        super().reset()
-        self._dirty = False
-        self._deadline = time.monotonic() + self.limits.episode_timeout_s
-
-    def call(self, tool: str, args: dict[str, Any], timeout: float | None = None) -> ToolResult:
-        """A tool call, refused once the episode's wall-clock limit has passed, and never allowed past it."""
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            return ToolResult.failure("episode_timeout", f"the episode ran past its "
-                                      f"{self.limits.episode_timeout_s:g} s limit; no more tool calls")
-        self._dirty = True
-        return super().call(tool, args, min(timeout or self.limits.step_timeout_s, left))
-
-    def processes(self) -> list[dict]:
-        """The container's processes but its supervisor (the runtime and whatever the tools started)."""
-        if self.box is None:
-            return []
-        return self.box.processes()
 
     @property
     def container_id(self) -> str | None:
         return self.box.id if self.box is not None else None
-
-    def __del__(self):
-        try:
-            if self.box is not None or self._chan is not None:
-                self.close()
-        except Exception:
-            pass
 
 
 _image_ids: dict[str, str] = {}
@@ -698,15 +427,16 @@ def _resolve_image(client, pack: Pack, image: str | None) -> str:
 def gc(client=None, all: bool = False) -> int:
     """Remove envgen sandbox containers whose owner process is dead (every one with `all`); return the count.
 
-    Stopped ones always go. Io dirs of dead owners are swept too. `all` also breaks the sandboxes of
-    live processes, this one included: use it when nothing should be running.
+    A live owner's containers are never touched, whatever their state (paused, stopped, restarting).
+    Io dirs of dead owners are swept too. `all` also breaks the sandboxes of live processes, this one
+    included: use it when nothing should be running.
     """
     import docker
 
     client = client or engine()
     removed = 0
     for c in client.containers.list(all=True, filters={"label": LABEL}):
-        if all or c.status not in ("running", "created", "restarting") or not _owner_alive(c.labels):
+        if all or not _owner_alive(c.labels):
             try:
                 _remove(c)
                 removed += 1
@@ -716,12 +446,11 @@ def gc(client=None, all: bool = False) -> int:
             if io and Path(io).parent == io_root():
                 shutil.rmtree(io, ignore_errors=True)
     root = io_root()
-    if root.is_dir():
-        for d in root.iterdir():
-            try:
-                owner = json.loads((d / "owner.json").read_text())
-            except (OSError, ValueError):
-                owner = {}
-            if all or not _owner_alive(owner):
-                shutil.rmtree(d, ignore_errors=True)
+    for d in root.iterdir():
+        try:
+            owner = json.loads((d / "owner.json").read_text())
+        except (OSError, ValueError):
+            owner = {}
+        if all or not _owner_alive(owner):
+            shutil.rmtree(d, ignore_errors=True)
     return removed

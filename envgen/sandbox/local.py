@@ -1,29 +1,51 @@
-"""Local backend: the runtime as a subprocess with rlimits, in a private temporary work dir.
+"""Local backend: the sandbox supervisor as a host process, for trusted packs and machines without Docker.
 
-For trusted packs and machines without Docker. rlimits bound CPU seconds, address space, open files,
-file size and (for non-root users) processes; the runtime runs in its own process group, and closing
-kills the whole group. `hidden/` is copied in only for verification.
+Each sandbox is a private temporary dir (mode 0700, made with exclusive creation): `env/` (a private
+copy of the pack's env/, so no tool ever learns the pack's path), `work/` (the episode's state), `tmp/`
+(TMPDIR and HOME), and `io/` (the supervisor's FIFOs, and `hidden/` only while the verifier runs). The
+supervisor (envs/runtime/supervisor.py) forks the runtime and the verifier, exactly as in a container.
+
+Isolation, best first:
+
+- as root: PID, mount and IPC namespaces (the supervisor is PID 1 there: closing kills every
+  descendant, setsid'd or not; /proc shows only the sandbox, so the host's command lines, and the pack
+  path on them, are out of sight; /tmp and /dev/shm are private tmpfs; IPC objects are private), and
+  the tools run as `nobody` when that user can read the interpreter and the runtime, otherwise as root
+  (said once, on stderr);
+- otherwise: a child subreaper that kills every descendant, setsid'd ones included, at each episode
+  boundary and at close. /dev/shm and System V IPC are then shared with the host's other processes
+  (they are not wiped), and the host's command lines are visible: use the Docker backend for packs you
+  do not trust.
+
+rlimits bound the runtime's CPU seconds, address space, open files, file size and (for an unprivileged
+tool user) processes; a hard wall-clock deadline on the host covers a tool blocked in C code.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
+import threading
+from pathlib import Path
 
-from ..errors import EnvgenError
+from ..errors import EnvgenError, SandboxError
 from ..pack import Pack
 from ..paths import bundled
-from .base import Channel, Sandbox
+from .base import Sandbox
+from .channel import runtime_line_bound
+from .supervised import Supervised, connect
 
 MAX_FILE_BYTES = 1 << 30
 MAX_OPEN_FILES = 256
 MAX_PROCS = 256
+NOBODY = 65534
+TMP_ROOT = "/tmp"
 
 
 def describe_tools(env_dir: str | os.PathLike, python: str | None = None) -> list[dict]:
@@ -38,67 +60,161 @@ def describe_tools(env_dir: str | os.PathLike, python: str | None = None) -> lis
     return json.loads(out.stdout)
 
 
+def _reachable(path: str, uid: int, gid: int) -> bool:
+    """Whether `uid` (with only `gid`) can reach and read `path`, judged from mode bits (root's view)."""
+    p = Path(path)
+    for d in [*reversed(p.parents), p]:
+        try:
+            st = d.stat()
+        except OSError:
+            return False
+        bits = 6 if st.st_uid == uid else 3 if st.st_gid == gid else 0
+        need = 0o1 if d != p or d.is_dir() else 0o4
+        if not (st.st_mode >> bits) & need:
+            return False
+    return True
+
+
+def _interpreter_paths(python: str) -> list[str]:
+    return [os.path.realpath(python), sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"],
+            str(bundled("envs") / "runtime"), str(bundled("verifiers"))]
+
+
+_identity_lock = threading.Lock()
+_identity: dict[str, tuple[int, int]] = {}
+
+
+def tool_identity(python: str) -> tuple[int, int]:
+    """(uid, gid) the tools run as: yours, or `nobody` when you are root and it can read what it needs."""
+    if os.geteuid() != 0:
+        return os.geteuid(), os.getegid()
+    with _identity_lock:
+        if python not in _identity:
+            blocked = [p for p in _interpreter_paths(python) if not _reachable(p, NOBODY, NOBODY)]
+            if blocked:
+                print(f"envgen: the local sandbox runs as root and its tools run as root too: uid {NOBODY} cannot "
+                      f"read {blocked[0]}; use --sandbox docker for packs you do not trust", file=sys.stderr)
+                _identity[python] = (0, 0)
+            else:
+                _identity[python] = (NOBODY, NOBODY)
+        return _identity[python]
+
+
+def _under_tmp(path: str) -> bool:
+    return os.path.commonpath([os.path.realpath(path), TMP_ROOT]) == TMP_ROOT
+
+
+class LocalBox(Supervised):
+    """A supervisor running on the host in a private sandbox dir."""
+
+    def __init__(self, ctl, root: Path, proc: subprocess.Popen, ready: dict, name: str, runtime_max_line: int):
+        ns = ready.get("isolation") == "namespaces"
+        super().__init__(ctl, root / "io", str(root / "io"), name, runtime_max_line=runtime_max_line,
+                         work=str(root / "work"), scratch=(str(root / "tmp"), *((TMP_ROOT, "/dev/shm") if ns else ())),
+                         ipc=ns)
+        self.root, self.proc, self.isolation = root, proc, ready.get("isolation")
+
+    @classmethod
+    def start(cls, pack: Pack, python: str) -> LocalBox:
+        lim = pack.manifest.limits
+        uid, gid = tool_identity(python)
+        root = Path(tempfile.mkdtemp(prefix="envgen-sbx-"))
+        try:
+            os.chmod(root, 0o711)
+            shutil.copytree(pack.env_dir, root / "env", ignore=shutil.ignore_patterns("__pycache__", "Dockerfile"))
+            for d in ("work", "tmp"):
+                (root / d).mkdir(mode=0o700)
+                if os.geteuid() == 0:
+                    os.chown(root / d, uid, gid)
+            (root / "io").mkdir(mode=0o700)
+            rlimits = {"cpu": [int(lim.episode_timeout_s) + 1, int(lim.episode_timeout_s) + 6],
+                       "as": [lim.memory_mb << 20] * 2, "nofile": [MAX_OPEN_FILES] * 2, "fsize": [MAX_FILE_BYTES] * 2}
+            if uid != 0:  # root ignores RLIMIT_NPROC
+                rlimits["nproc"] = [MAX_PROCS] * 2
+            runtime = [python, "-I", "-B", str(bundled("envs") / "runtime" / "server.py"), "--env", str(root / "env"),
+                       "--work", str(root / "work"), "--verifiers", str(bundled("verifiers")),
+                       "--output-limit", str(lim.output_limit),
+                       "--step-timeout", str(lim.step_timeout_s)]
+            verifier = [python, "-I", "-B", str(bundled("envs") / "runtime" / "verifier.py"),
+                        "--verifiers", str(bundled("verifiers")), "--work", str(root / "work")]
+            isolation = "namespaces" if os.geteuid() == 0 else "subreaper"
+            keep = [str(root), *(p for p in _interpreter_paths(python)[1:] if _under_tmp(p))]
+            cmd = [python, "-I", "-B", str(bundled("envs") / "runtime" / "supervisor.py"), "--io", str(root / "io"),
+                   "--uid", str(uid), "--gid", str(gid), "--verifier-uid", str(os.geteuid()),
+                   "--work", str(root / "work"), "--home", str(root / "tmp"), "--tmp", str(root / "tmp"),
+                   "--isolation", isolation, *(f"--keep={k}" for k in keep), "--rlimits", json.dumps(rlimits),
+                   "--verifier", json.dumps(verifier), "--", *runtime]
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "TZ": "UTC",
+                   "PYTHONHASHSEED": "0"}
+            for key in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"):
+                if os.environ.get(key):
+                    env[key] = os.environ[key]
+            name = f"pack {pack.manifest.name!r}"
+
+            def launch() -> subprocess.Popen:
+                return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, cwd=root / "work", env=env,
+                                        start_new_session=True, close_fds=True)
+
+            try:
+                ctl, proc, ready = connect(root / "io", launch, lambda p: p.poll() is None, name)
+            except BaseException as e:
+                proc = getattr(e, "handle", None)
+                if proc is not None:
+                    _stop(proc)
+                raise
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        return cls(ctl, root, proc, ready, name, runtime_line_bound(lim.output_limit))
+
+    def destroy(self) -> None:
+        """Stop the supervisor (it kills every process of the sandbox) and remove the sandbox dir."""
+        self.dead = True
+        if self.chan is not None:
+            self.chan.close()
+            self.chan = None
+        self.ctl.close()
+        if self.owner == os.getpid():
+            _stop(self.proc)
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Wait for a supervisor whose control channel is closed; kill it if it does not exit."""
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+
+
 class LocalSandbox(Sandbox):
     backend = "local"
 
     def __init__(self, pack: Pack, python: str | None = None):
         super().__init__(pack)
         self.python = python or sys.executable
-        self.root = tempfile.mkdtemp(prefix="envgen-sbx-")
-        self.work = os.path.join(self.root, "work")
-        self.hidden = os.path.join(self.root, "hidden")
-        os.makedirs(self.work)
-        self._proc: subprocess.Popen | None = None
 
-    def _limits(self) -> None:
-        lim = self.limits
-        cpu = int(lim.episode_timeout_s) + 1
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
-        mem = lim.memory_mb << 20
-        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (MAX_OPEN_FILES, MAX_OPEN_FILES))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
-        if os.getuid() != 0:  # root ignores RLIMIT_NPROC; the Docker backend's pids limit covers untrusted packs
-            resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCS, MAX_PROCS))
+    def _open_box(self) -> LocalBox:
+        return LocalBox.start(self.pack, self.python)
 
-    def _spawn(self) -> Channel:
-        lim = self.limits
-        cmd = [self.python, "-I", "-B", str(bundled("envs") / "runtime" / "server.py"),
-               "--env", str(self.pack.env_dir.resolve()), "--work", self.work,
-               "--verifiers", str(bundled("verifiers")),
-               "--output-limit", str(lim.output_limit), "--step-timeout", str(lim.step_timeout_s)]
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.root, "TMPDIR": self.root,
-               "LANG": "C.UTF-8", "TZ": "UTC", "PYTHONHASHSEED": "0"}
-        self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                      cwd=self.work, env=env, start_new_session=True, preexec_fn=self._limits,
-                                      close_fds=True)
-        return Channel(self._proc.stdout.fileno(), self._proc.stdin.fileno())
-
-    def _kill(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
+    def _close_box(self, box: Supervised) -> None:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
+            box.destroy()
+        except Exception:
             pass
-        proc.wait()
-        for f in (proc.stdin, proc.stdout):
-            try:
-                f.close()
-            except OSError:
-                pass
 
-    def _stage_hidden(self) -> str | None:
-        src = self.pack.root / "hidden"
-        if not src.is_dir():
-            return None
-        shutil.rmtree(self.hidden, ignore_errors=True)
-        shutil.copytree(src, self.hidden)
-        return self.hidden
+    @property
+    def verifier_env_dir(self) -> str:
+        if self.box is None:
+            raise SandboxError(f"pack {self.pack.manifest.name!r}: the sandbox is not started")
+        return str(self.box.root / "env")
 
-    def _unstage_hidden(self) -> None:
-        shutil.rmtree(self.hidden, ignore_errors=True)
-
-    def _release(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+    @property
+    def root(self) -> Path | None:
+        """The sandbox dir on the host (None before the first episode)."""
+        return self.box.root if self.box is not None else None

@@ -1,16 +1,17 @@
 """envgen in-sandbox runtime server (stdlib only; never imports envgen).
 
-One long-lived process per episode stream. It speaks JSON lines: one request per line in, one reply
+One process per episode (the supervisor forks a fresh one, see supervisor.py). It speaks JSON lines: one request per line in, one reply
 per line out. Requests::
 
     {"op": "hello"}                                  -> {"ok": true, "tools": [OpenAI schemas], "runtime": 1}
     {"op": "reset"}                                  -> {"ok": true}  (work dir restored from the pristine env)
     {"op": "call", "tool": NAME, "args": {...}}      -> {"ok": true, "content": TEXT} | {"ok": false, "error": {...}}
-    {"op": "verify", "verifier": {...}, "answer": TEXT, "calls": [...], "hidden": DIR}
-                                                     -> {"ok": true, "reward": R, "details": {...}}
     {"op": "exit"}
 
-Every reply echoes the request's "id". Tools are the public functions of ``ENV/tools.py`` (or its
+Every reply echoes the request's "id". Verification is not done here: a process that ran tool code
+is never trusted with a verdict (see verifier.py, started fresh after this process is killed).
+
+Tools are the public functions of ``ENV/tools.py`` (or its
 ``__all__``); their JSON schemas come from signatures and Google-style docstrings. Tools run with the
 work dir as the current directory, so they open their state by relative path (e.g. ``state/db.sqlite``).
 
@@ -158,13 +159,13 @@ def truncate(text: str, limit: int, dropped: int = 0) -> str:
 
 
 class Runtime:
-    def __init__(self, env_dir: str, work_dir: str, verifiers_dir: str | None, output_limit: int, step_timeout: float):
+    def __init__(self, env_dir: str, work_dir: str, output_limit: int, step_timeout: float, kit: str | None = None):
         self.env_dir = os.path.abspath(env_dir)
         self.work_dir = os.path.abspath(work_dir)
         self.output_limit = output_limit
         self.step_timeout = step_timeout
-        if verifiers_dir:
-            sys.path.insert(0, os.path.abspath(verifiers_dir))
+        if kit:  # tools may reuse the kit's parsers (the code family's patch check); verdicts never come from here
+            sys.path.append(os.path.abspath(kit))
         self.tools: dict = {}
         self.schemas: list = []
         self._load_tools()
@@ -245,22 +246,6 @@ class Runtime:
         content = (printed + ("\n" if printed and text else "") + text) if printed else text
         return {"ok": True, "content": truncate(content, self.output_limit, out.dropped)}
 
-    def op_verify(self, req):
-        import envgen_verifiers  # from --verifiers; imported late so tools cannot pre-empt it
-
-        timeout = float(req.get("timeout") or max(self.step_timeout, 30.0))
-        out = _Capped(self.output_limit)
-        try:
-            verdict = self._run(lambda: envgen_verifiers.verify(
-                req.get("verifier") or {}, answer=req.get("answer") or "", calls=req.get("calls") or [],
-                work_dir=self.work_dir, hidden_dir=req.get("hidden"), env_dir=self.env_dir,
-                prompt=req.get("prompt") or []), timeout, out)
-        except ToolTimeout:
-            return _err("timeout", f"the verifier did not finish within {timeout:g} s")
-        except Exception as e:
-            return _err(type(e).__name__, f"verifier failed: {e}", traceback.format_exc()[-2000:])
-        return {"ok": True, "reward": verdict["reward"], "details": verdict.get("details", {})}
-
     def _run(self, thunk, timeout: float, out: _Capped):
         def on_alarm(signum, frame):
             raise ToolTimeout()
@@ -319,7 +304,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", required=True, help="pristine env dir (read only)")
     ap.add_argument("--work", required=True, help="writable work dir the tools run in")
-    ap.add_argument("--verifiers", help="dir holding the envgen_verifiers package")
+    ap.add_argument("--verifiers", help="dir of the envgen_verifiers kit, importable by tools as a library")
     ap.add_argument("--output-limit", type=int, default=16384)
     ap.add_argument("--step-timeout", type=float, default=10.0)
     ap.add_argument("--input", help="read requests from this path (a FIFO) instead of stdin")
@@ -329,7 +314,7 @@ def main(argv=None) -> None:
     sys.dont_write_bytecode = True
     if a.describe:
         os.makedirs(a.work, exist_ok=True)
-        print(json.dumps(Runtime(a.env, a.work, None, a.output_limit, a.step_timeout).schemas, ensure_ascii=False))
+        print(json.dumps(Runtime(a.env, a.work, a.output_limit, a.step_timeout).schemas, ensure_ascii=False))
         return
     # The protocol owns the original stdout; fd 1 and 2 go to /dev/null so a tool writing straight to
     # them (C code, os.write, a child process) can never interleave bytes with a reply.
@@ -342,7 +327,7 @@ def main(argv=None) -> None:
         os.dup2(devnull, 2)
     os.makedirs(a.work, exist_ok=True)
     try:
-        rt = Runtime(a.env, a.work, a.verifiers, a.output_limit, a.step_timeout)
+        rt = Runtime(a.env, a.work, a.output_limit, a.step_timeout, a.verifiers)
     except Exception as e:
         wfile.write(json.dumps(_err("load_error", f"cannot load tools: {type(e).__name__}: {e}")).encode() + b"\n")
         return

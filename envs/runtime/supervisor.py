@@ -1,28 +1,47 @@
-"""envgen container supervisor: PID 1 of a Docker sandbox (stdlib only; never imports envgen).
+"""envgen sandbox supervisor (stdlib only; never imports envgen): the one trusted process of a sandbox.
 
-The host cannot afford a `docker exec` (~60-80 ms) for every chore of an episode, so one small root
-process in the container does them over a JSON-lines control channel (two FIFOs in a bind-mounted
-host directory), each in well under a millisecond:
+Both backends run it: PID 1 of a Docker container, or the local backend's child on the host. The host
+cannot afford a new process (or a `docker exec`, ~60-80 ms) for every chore of an episode, so this
+process does them over a JSON-lines control channel (two FIFOs in the sandbox's io dir), each in well
+under a millisecond:
 
-    {"op": "spawn", "input": PATH, "output": PATH}  start the runtime server as the sandbox user, its
-                                                   stdin/stdout wired to those FIFOs  -> {"pid": N}
-    {"op": "kill", "keep": [PID, ...]}            SIGKILL every process but PID 1 and `keep`, then reap
-    {"op": "wipe", "dirs": [DIR, ...]}            empty those dirs, as the sandbox user
+    {"op": "spawn", "role": "runtime"|"verifier", "input": PATH, "output": PATH}
+                                                  fork a process with stdin/stdout wired to those FIFOs:
+                                                  the runtime server (the agent's tools), or the one-shot
+                                                  verifier (envs/runtime/verifier.py)  -> {"pid": N}
+    {"op": "kill", "keep": [PID, ...]}            SIGKILL every process of the sandbox but `keep`, then reap
+    {"op": "wipe", "dirs": [DIR, ...], "ipc": B}  empty those dirs (and remove System V IPC objects), as the
+                                                  sandbox user
     {"op": "ps"}                                  the live processes: [[pid, uid, state, name], ...]
     {"op": "ping"}
 
-The supervisor holds the only root identity in the container; everything it starts runs as the
-unprivileged sandbox user, which can neither signal it nor open its FIFOs. When the host closes the
-control channel (including when the host process is killed) the supervisor kills everything and exits,
-so the container stops (and, started with auto-remove, disappears).
+Both roles are forks of this process, which pre-imports the runtime server and the verifier (~5 ms a
+spawn instead of ~100 ms for a new interpreter) and never imports tool code: a verifier is therefore a
+process that no tool ever ran in, started after every process of the episode is gone.
+
+Isolation (`--isolation`), chosen by the host:
+
+- ``pid1``: already PID 1 of its own PID namespace (Docker). `kill(-1)` reaches every other process.
+- ``namespaces``: (root on the host) unshare PID, mount and IPC namespaces and become PID 1 there, with
+  a private /proc (the tools see no host process, hence no pack path on a command line), private tmpfs
+  at /tmp and /dev/shm, and a private System V IPC namespace. If the supervisor dies, the kernel kills
+  the whole namespace.
+- ``subreaper``: (no privileges) a child subreaper: processes that detach with setsid are re-parented
+  here, so `kill` finds every descendant by walking /proc.
+
+Everything the supervisor starts runs as `--uid` (the unprivileged sandbox user where there is one);
+when the host closes the control channel (including when the host process is killed) the supervisor
+kills everything and exits.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import errno
 import json
 import os
+import resource
 import select
 import shutil
 import signal
@@ -31,6 +50,28 @@ import time
 import traceback
 
 KILL_ROUNDS_S = 5.0
+CTL_MAX_LINE = 1 << 20
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+IPC_RMID = 0
+RLIMITS = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS, "nofile": resource.RLIMIT_NOFILE,
+           "fsize": resource.RLIMIT_FSIZE, "nproc": resource.RLIMIT_NPROC}
+
+# ctypes for what the os module lacks on the Pythons the images carry (3.9+): unshare, mount, prctl,
+# and the System V IPC removal calls. No stdlib or PyPI library wraps these for a 3.9 interpreter.
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(source, target: str, fstype, flags: int, data=None) -> None:
+    enc = (lambda x: x.encode() if isinstance(x, str) else x)
+    _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
 
 
 def _open_fifo(path: str, flags: int, wait_s: float) -> int:
@@ -48,59 +89,100 @@ def _open_fifo(path: str, flags: int, wait_s: float) -> int:
         return fd
 
 
-def _procs() -> list[tuple[int, int, str, str]]:
-    """(pid, uid, state, name) of every process in this PID namespace but PID 1."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or entry == "1":
-            continue
+def _stat(pid: str) -> tuple[int, int, str, str] | None:
+    """(ppid, uid, state, name) of one process, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+        uid = os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+    close = stat.rfind(")")
+    fields = stat[close + 2:].split()
+    return int(fields[1]), uid, fields[0], stat[stat.find("(") + 1: close]
+
+
+def _load(path: str, name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _remove_ipc() -> int:
+    """Remove every System V IPC object this process may remove (its own uid's); return the count."""
+    removed = 0
+    calls = {"shm": lambda i: _libc.shmctl(i, IPC_RMID, None), "sem": lambda i: _libc.semctl(i, 0, IPC_RMID),
+             "msg": lambda i: _libc.msgctl(i, IPC_RMID, None)}
+    for kind, rm in calls.items():
         try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read().decode(errors="replace")
-            uid = os.stat(f"/proc/{entry}").st_uid
+            with open(f"/proc/sysvipc/{kind}") as f:
+                rows = f.read().splitlines()[1:]
         except OSError:
             continue
-        name = stat[stat.find("(") + 1: stat.rfind(")")]
-        state = stat[stat.rfind(")") + 2: stat.rfind(")") + 3]
-        out.append((int(entry), uid, state, name))
-    return out
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 1 and rm(int(cols[1])) == 0:
+                removed += 1
+    return removed
 
 
 class Supervisor:
     def __init__(self, a: argparse.Namespace):
         self.a = a
+        self.me = os.getpid()
         self.runtime_pid: int | None = None
         self.env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": a.home,
-                    "TMPDIR": "/tmp", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC", "PYTHONHASHSEED": "0",
+                    "TMPDIR": a.tmp, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC", "PYTHONHASHSEED": "0",
                     "PYTHONDONTWRITEBYTECODE": "1", "USER": "sandbox"}
         for key in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "NODE_EXTRA_CA_CERTS", "CURL_CA_BUNDLE"):
             if os.environ.get(key):
                 self.env[key] = os.environ[key]
-        self.zygote, self.script, self.args = self._zygote(a.runtime)
+        self.rlimits = [(RLIMITS[k], tuple(v)) for k, v in json.loads(a.rlimits or "{}").items()]
+        self.roles = {"runtime": self._zygote(a.runtime, "envgen_runtime_server"),
+                      "verifier": self._zygote(json.loads(a.verifier), "envgen_runtime_verifier")}
 
     @staticmethod
-    def _zygote(cmd: list[str]):
-        """Import the runtime server here once, so each spawn is a fork (~5 ms), not a new Python (~100 ms).
-
-        Applies when the command is `python ... SCRIPT.py ARGS` and SCRIPT defines main(argv); anything
-        else is exec'd as given. The imports are the server's own plus sqlite3, which most packs' tools use.
-        """
+    def _zygote(cmd: list[str], name: str):
+        """(module, script, args) for `python ... SCRIPT.py ARGS` with SCRIPT defining main(argv), imported here
+        once so each spawn is a fork; (None, None, cmd) to exec anything else as given."""
         script = next((c for c in cmd if c.endswith(".py")), None)
         if script is None or not os.path.basename(cmd[0]).startswith("python"):
-            return None, None, None
+            return None, None, cmd
         try:
-            import importlib.util
             import sqlite3  # noqa: F401  (warm for the tools; a fork shares it for free)
 
-            spec = importlib.util.spec_from_file_location("envgen_runtime_server", script)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            if not callable(getattr(module, "main", None)):
-                return None, None, None
+            module = _load(script, name)
+            if callable(getattr(module, "main", None)):
+                return module, script, cmd[cmd.index(script) + 1:]
         except Exception:
             _log(traceback.format_exc())
-            return None, None, None
-        return module, script, cmd[cmd.index(script) + 1:]
+        return None, None, cmd
+
+    # -- processes of the sandbox
+
+    def _procs(self) -> list[tuple[int, int, str, str]]:
+        """(pid, uid, state, name) of every process of the sandbox but this one."""
+        table = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) != self.me:
+                st = _stat(entry)
+                if st is not None:
+                    table[int(entry)] = st
+        if self.a.isolation != "subreaper":
+            return [(pid, uid, state, name) for pid, (_, uid, state, name) in table.items()]
+        # Not alone in a PID namespace: the sandbox is this process's descendants (setsid'd ones included,
+        # since a subreaper inherits the orphans).
+        out, frontier = [], {self.me}
+        while frontier:
+            kids = [pid for pid, st in table.items() if st[0] in frontier]
+            out += [(pid, *table[pid][1:]) for pid in kids]
+            frontier = set(kids)
+            for pid in kids:
+                del table[pid]
+        return out
 
     # -- ops
 
@@ -108,45 +190,56 @@ class Supervisor:
         return {"ok": True}
 
     def op_spawn(self, req):
+        role = req.get("role", "runtime")
+        module, script, args = self.roles[role]
+        uid = self.a.uid if role == "runtime" else self.a.verifier_uid
         fd_in = _open_fifo(req["input"], os.O_RDONLY, 5.0)
         fd_out = _open_fifo(req["output"], os.O_WRONLY, 5.0)
         pid = os.fork()
-        if pid == 0:  # child: become the sandbox user and run the runtime; never return
+        if pid == 0:  # child: become the sandbox user and run the role; never return
             code = 127
             try:
                 os.setsid()
-                with open("/proc/self/oom_score_adj", "w") as f:
-                    f.write("1000")  # under memory pressure the kernel kills the runtime, never PID 1
+                try:
+                    with open("/proc/self/oom_score_adj", "w") as f:
+                        f.write("1000")  # under memory pressure the kernel kills this one, never the supervisor
+                except OSError:
+                    pass
                 os.dup2(fd_in, 0)
                 os.dup2(fd_out, 1)
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, 2)
                 os.closerange(3, 65536)
-                os.setgroups([])
-                os.setgid(self.a.gid)
-                os.setuid(self.a.uid)
+                if role == "runtime":
+                    for which, limit in self.rlimits:
+                        resource.setrlimit(which, limit)
+                if os.geteuid() == 0 and uid != 0:
+                    os.setgroups([])
+                    os.setgid(self.a.gid)
+                    os.setuid(uid)
                 os.chdir(self.a.work)
                 os.environ.clear()
                 os.environ.update(self.env)
-                if self.zygote is not None:
-                    sys.argv = [self.script, *self.args]
-                    self.zygote.main(self.args)
+                if module is not None:
+                    sys.argv = [script, *args]
+                    module.main(args)
                     code = 0
                 else:
-                    os.execve(self.a.runtime[0], self.a.runtime, self.env)
+                    os.execve(args[0], args, self.env)
             except SystemExit as e:
                 code = e.code if isinstance(e.code, int) else 1
             finally:
                 os._exit(code)
         os.close(fd_in)
         os.close(fd_out)
-        self.runtime_pid = pid
+        if role == "runtime":
+            self.runtime_pid = pid
         return {"ok": True, "pid": pid}
 
     def op_kill(self, req):
         keep = {int(p) for p in req.get("keep") or []}
-        targets = {p[0] for p in _procs() if p[0] not in keep and p[2] not in ("Z", "X")}
-        if not keep:
+        targets = {p[0] for p in self._procs() if p[0] not in keep and p[2] not in ("Z", "X")}
+        if not keep and os.getpid() == 1:
             # kill(-1) from PID 1 signals every other process in the namespace in one pass under the
             # tasklist lock, so not even a fork bomb can slip a child past it.
             try:
@@ -156,7 +249,7 @@ class Supervisor:
         end = time.monotonic() + KILL_ROUNDS_S
         while True:
             self._reap()
-            live = [p[0] for p in _procs() if p[0] not in keep and p[2] not in ("Z", "X")]
+            live = [p[0] for p in self._procs() if p[0] not in keep and p[2] not in ("Z", "X")]
             if not live or time.monotonic() > end:
                 break
             targets.update(live)
@@ -171,15 +264,18 @@ class Supervisor:
         return {"ok": True, "killed": len(targets), "left": len(live)}
 
     def op_wipe(self, req):
-        """Empty dirs as the sandbox user (seteuid keeps root in the saved uid, so no fork is needed)."""
+        """Empty dirs (and drop IPC objects) as the sandbox user (seteuid keeps root in the saved uid: no fork)."""
         dirs = [d for d in req.get("dirs") or [] if os.path.isabs(d)]
-        failed = []
-        os.setegid(self.a.gid)
-        os.seteuid(self.a.uid)
+        failed, switch = [], os.geteuid() == 0 and self.a.uid != 0
+        if switch:
+            os.setegid(self.a.gid)
+            os.seteuid(self.a.uid)
         try:
             for d in dirs:
                 for entry in os.listdir(d):
                     p = os.path.join(d, entry)
+                    if any(k == p or k.startswith(p + "/") for k in self.a.keep):
+                        continue  # the sandbox's own dirs, bound into a private /tmp
                     try:
                         if os.path.isdir(p) and not os.path.islink(p):
                             shutil.rmtree(p)
@@ -187,15 +283,17 @@ class Supervisor:
                             os.unlink(p)
                     except OSError:
                         failed.append(p)
+            ipc = _remove_ipc() if req.get("ipc") else 0
         finally:
-            os.seteuid(0)
-            os.setegid(0)
+            if switch:
+                os.seteuid(0)
+                os.setegid(0)
         if failed:
             return {"ok": False, "error": {"type": "wipe", "message": f"could not remove {failed[:3]}"}}
-        return {"ok": True}
+        return {"ok": True, "ipc": ipc}
 
     def op_ps(self, req):
-        return {"ok": True, "procs": [list(p) for p in _procs()], "runtime": self.runtime_pid}
+        return {"ok": True, "procs": [list(p) for p in self._procs()], "runtime": self.runtime_pid}
 
     # -- loop
 
@@ -224,8 +322,10 @@ class Supervisor:
             except BlockingIOError:
                 continue
             if not chunk:
-                return  # the host closed the control channel: it is done with this container, or dead
+                return  # the host closed the control channel: it is done with this sandbox, or dead
             buf += chunk
+            if len(buf) > CTL_MAX_LINE and buf.find(b"\n") < 0:
+                return  # not the host speaking: stop everything
             while True:
                 nl = buf.find(b"\n")
                 if nl < 0:
@@ -242,6 +342,15 @@ class Supervisor:
                     reply["id"] = req["id"]
                 os.write(ctl_out, json.dumps(reply).encode() + b"\n")
 
+    def kill_all(self) -> None:
+        if os.getpid() == 1:
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except OSError:
+                pass
+        else:
+            self.op_kill({})
+
 
 _LOG: str | None = None
 
@@ -255,36 +364,90 @@ def _log(text: str) -> None:
             pass
 
 
+def _enter_namespaces(a: argparse.Namespace) -> str:
+    """Become PID 1 of new PID, mount and IPC namespaces with private /proc, /tmp and /dev/shm.
+
+    Returns the isolation reached: "namespaces", or "subreaper" when the kernel refuses (the caller
+    then protects itself as a subreaper). The process that called this stays outside as the waiting
+    parent, and the namespace dies with it (PR_SET_PDEATHSIG)."""
+    try:
+        _check(_libc.unshare(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+    except OSError as e:
+        _log(f"namespaces unavailable ({e}); falling back to a subreaper")
+        return "subreaper"
+    pid = os.fork()
+    if pid:
+        signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
+        while True:
+            try:
+                _, status = os.waitpid(pid, 0)
+                break
+            except InterruptedError:
+                continue
+        os._exit(0)
+    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m")
+    # A fresh /tmp; the sandbox's own dirs (which may live under the host's /tmp) are bound back in place.
+    keep = [os.open(d, os.O_PATH) for d in a.keep]
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    for d, fd in zip(a.keep, keep):
+        if os.path.commonpath([d, "/tmp"]) == "/tmp":
+            os.makedirs(d, exist_ok=True)
+            _mount(f"/proc/self/fd/{fd}", d, None, MS_BIND | MS_REC)
+        os.close(fd)
+    return "namespaces"
+
+
 def main(argv=None) -> None:
     global _LOG
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--io", required=True, help="bind-mounted host dir holding ctl.in and ctl.out")
-    ap.add_argument("--uid", type=int, required=True)
+    ap.add_argument("--io", required=True, help="io dir holding ctl.in and ctl.out (bind-mounted in a container)")
+    ap.add_argument("--uid", type=int, required=True, help="uid of the runtime (the agent's tools)")
     ap.add_argument("--gid", type=int, required=True)
+    ap.add_argument("--verifier-uid", type=int, help="uid of the verifier process (default: --uid)")
     ap.add_argument("--work", default="/work")
     ap.add_argument("--home", default="/tmp")
+    ap.add_argument("--tmp", default="/tmp", help="TMPDIR of the spawned processes")
+    ap.add_argument("--isolation", choices=("pid1", "namespaces", "subreaper"), default="pid1")
+    ap.add_argument("--keep", action="append", default=[], help="(namespaces) host dirs to keep visible in /tmp")
+    ap.add_argument("--rlimits", help='JSON {"cpu"|"as"|"nofile"|"fsize"|"nproc": [soft, hard]} for the runtime')
+    ap.add_argument("--verifier", required=True, help="JSON list: the verifier's command line")
     ap.add_argument("runtime", nargs=argparse.REMAINDER, help="-- then the runtime server's command line")
     a = ap.parse_args(argv)
     if a.runtime and a.runtime[0] == "--":
         a.runtime = a.runtime[1:]
     if not a.runtime:
         ap.error("the runtime command is missing")
+    if a.verifier_uid is None:
+        a.verifier_uid = a.uid
     _LOG = os.path.join(a.io, "supervisor.log")
     sys.dont_write_bytecode = True
+    sup = None
     try:
+        if a.isolation == "namespaces":
+            a.isolation = _enter_namespaces(a)
+        if a.isolation == "subreaper":
+            _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl")
         # Control FIFOs: the host already holds ctl.out's read end, so the write-open succeeds at once;
         # ctl.in is opened non-blocking so no writer is needed yet (poll ignores a FIFO that never had one).
         ctl_in = os.open(os.path.join(a.io, "ctl.in"), os.O_RDONLY | os.O_NONBLOCK)
         ctl_out = _open_fifo(os.path.join(a.io, "ctl.out"), os.O_WRONLY, 10.0)
-        os.write(ctl_out, json.dumps({"ok": True, "ready": True, "python": sys.version.split()[0]}).encode() + b"\n")
-        Supervisor(a).serve(ctl_in, ctl_out)
+        sup = Supervisor(a)
+        os.write(ctl_out, json.dumps({"ok": True, "ready": True, "python": sys.version.split()[0],
+                                      "isolation": a.isolation}).encode() + b"\n")
+        sup.serve(ctl_in, ctl_out)
     except BaseException:
         _log(traceback.format_exc())
     finally:
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
+        if sup is not None:
+            sup.kill_all()
+        elif os.getpid() == 1:
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except OSError:
+                pass
     os._exit(0)
 
 
