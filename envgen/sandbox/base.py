@@ -7,8 +7,13 @@ recovery and the fresh-process verification live here and in `supervised.py` onc
 
 from __future__ import annotations
 
+import compileall
+import os
+import shutil
+import tempfile
 import time
 from abc import ABC, abstractmethod
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +73,7 @@ class Sandbox(ABC):
         """Processes the agent's tools left behind, killed at episode boundaries (for reports)."""
         self._dirty = False
         self._deadline = float("inf")
+        self._hidden: Path | None = None
 
     # -- backend hooks
 
@@ -163,11 +169,10 @@ class Sandbox(ABC):
         pristine work dir. After a verify the fresh runtime was started then, so this costs a hello and
         the runtime's reset (restoring the work dir from env/); otherwise one fork (~10 ms)."""
         box = self.box
-        if self._dirty and box is not None and not box.dead:
+        if self._dirty and box is not None and not box.dead and not box.fresh:  # (after a verify it is fresh)
             try:
-                if not box.fresh:
-                    self.strays_killed += max(0, box.prespawn() - 1)
-                    self._chan = None
+                self.strays_killed += box.prespawn()
+                self._chan = None
                 box.wipe_scratch()
             except SandboxError:
                 pass  # the sandbox died: the reset request below replaces it
@@ -209,12 +214,25 @@ class Sandbox(ABC):
         timeout = max(self.limits.step_timeout_s, 60.0)
         request = {"verifier": task.verifier.model_dump(), "answer": answer, "calls": calls,
                    "prompt": [m.model_dump() for m in task.prompt], "env": self.verifier_env_dir}
-        reply, killed = self.box.verify(request, self.pack.hidden_dir, timeout)
-        self.strays_killed += max(0, killed - 1)
+        reply, killed = self.box.verify(request, self._hidden_source(), timeout)
+        self.strays_killed += killed
         if not reply.get("ok"):
             err = reply["error"]
             return Verdict(0.0, {"error": f"{err.get('type')}: {err.get('message')}"})
         return Verdict(float(reply["reward"]), reply.get("details") or {})
+
+    def _hidden_source(self) -> Path | None:
+        """The pack's hidden/, copied once per sandbox into a private host dir with its modules compiled, so
+        a fresh verifier process loads bytecode instead of compiling the pack's verify.py every time."""
+        src = self.pack.hidden_dir
+        if not src.is_dir():
+            return None
+        if self._hidden is None:
+            tmp = Path(tempfile.mkdtemp(prefix="envgen-hidden-"))
+            shutil.copytree(src, tmp / "hidden", ignore=shutil.ignore_patterns("__pycache__"))
+            compileall.compile_dir(tmp / "hidden", quiet=2)
+            self._hidden, self._hidden_owner = tmp / "hidden", os.getpid()
+        return self._hidden
 
     def processes(self) -> list[dict]:
         """The sandbox's processes but its supervisor (the runtime and whatever the tools started)."""
@@ -225,6 +243,10 @@ class Sandbox(ABC):
         box, self.box = self.box, None
         if box is not None:
             self._close_box(box)
+        if self._hidden is not None:
+            if self._hidden_owner == os.getpid():  # a forked child's close must not take the parent's copy
+                shutil.rmtree(self._hidden.parent, ignore_errors=True)
+            self._hidden = None
 
     def __enter__(self) -> Sandbox:
         if self._chan is None:
@@ -236,7 +258,7 @@ class Sandbox(ABC):
 
     def __del__(self):
         try:
-            if self.box is not None:
+            if self.box is not None or self._hidden is not None:
                 self.close()
         except Exception:
             pass

@@ -273,11 +273,6 @@ class Box(Supervised):
             raise
         return cls(client, spec, container, iodir, ctl)
 
-    def kill_strays(self) -> int:
-        """Kill every process but the runtime; return how many."""
-        keep = [self.runtime_pid] if self.runtime_pid else []
-        return self.request({"op": "kill", "keep": keep})["killed"]
-
     def destroy(self) -> None:
         """Remove the container and its io dir (idempotent). In a forked child: only drop the fds."""
         self.dead = True

@@ -23,6 +23,7 @@ tool user) processes; a hard wall-clock deadline on the host covers a tool block
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import shutil
@@ -100,6 +101,16 @@ def tool_identity(python: str) -> tuple[int, int]:
         return _identity[python]
 
 
+def _compile(env: Path, python: str) -> None:
+    """Byte-compile the private env/ once, so each episode's fresh runtime loads its tools without compiling
+    them (~12 ms for a 400-line tools.py). Compiling runs no tool code."""
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        compileall.compile_dir(env, quiet=2)
+    else:
+        subprocess.run([python, "-I", "-m", "compileall", "-q", str(env)], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=120, check=False)
+
+
 def _under_tmp(path: str) -> bool:
     return os.path.commonpath([os.path.realpath(path), TMP_ROOT]) == TMP_ROOT
 
@@ -115,13 +126,14 @@ class LocalBox(Supervised):
         self.root, self.proc, self.isolation = root, proc, ready.get("isolation")
 
     @classmethod
-    def start(cls, pack: Pack, python: str) -> LocalBox:
+    def start(cls, pack: Pack, python: str, isolation: str | None = None) -> LocalBox:
         lim = pack.manifest.limits
         uid, gid = tool_identity(python)
         root = Path(tempfile.mkdtemp(prefix="envgen-sbx-"))
         try:
             os.chmod(root, 0o711)
             shutil.copytree(pack.env_dir, root / "env", ignore=shutil.ignore_patterns("__pycache__", "Dockerfile"))
+            _compile(root / "env", python)
             for d in ("work", "tmp"):
                 (root / d).mkdir(mode=0o700)
                 if os.geteuid() == 0:
@@ -137,7 +149,7 @@ class LocalBox(Supervised):
                        "--step-timeout", str(lim.step_timeout_s)]
             verifier = [python, "-I", "-B", str(bundled("envs") / "runtime" / "verifier.py"),
                         "--verifiers", str(bundled("verifiers")), "--work", str(root / "work")]
-            isolation = "namespaces" if os.geteuid() == 0 else "subreaper"
+            isolation = isolation or ("namespaces" if os.geteuid() == 0 else "subreaper")
             keep = [str(root), *(p for p in _interpreter_paths(python)[1:] if _under_tmp(p))]
             cmd = [python, "-I", "-B", str(bundled("envs") / "runtime" / "supervisor.py"), "--io", str(root / "io"),
                    "--uid", str(uid), "--gid", str(gid), "--verifier-uid", str(os.geteuid()),
@@ -193,14 +205,20 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 class LocalSandbox(Sandbox):
+    """`python`: the interpreter for the supervisor, runtime and verifier (default: this one).
+    `isolation`: "namespaces" (root only) or "subreaper"; default: the best this process can have."""
+
     backend = "local"
 
-    def __init__(self, pack: Pack, python: str | None = None):
+    def __init__(self, pack: Pack, python: str | None = None, isolation: str | None = None):
+        if isolation not in (None, "namespaces", "subreaper"):
+            raise EnvgenError(f"unknown local isolation {isolation!r}; use namespaces or subreaper")
         super().__init__(pack)
         self.python = python or sys.executable
+        self.isolation = isolation
 
     def _open_box(self) -> LocalBox:
-        return LocalBox.start(self.pack, self.python)
+        return LocalBox.start(self.pack, self.python, self.isolation)
 
     def _close_box(self, box: Supervised) -> None:
         try:

@@ -64,6 +64,14 @@ def closer(*fds: int):
     return close
 
 
+def _link_or_copy(src: str, dst: str) -> None:
+    """Hard-link where the file system allows (staging hidden/ for every verdict then costs no copying)."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def connect(iodir: Path, launch: Callable[[], Any], alive: Callable[[Any], bool], what: str) -> tuple[Channel, Any, dict]:
     """Make the control FIFOs in `iodir`, start the supervisor with `launch()`, and wait for its ready line.
 
@@ -163,7 +171,7 @@ class Supervised:
         procs = self.request({"op": "ps"})["procs"]
         return [dict(zip(("pid", "uid", "state", "name"), p)) for p in procs]
 
-    def _spawn(self, role: str, max_line: int) -> Channel:
+    def _spawn(self, role: str, max_line: int, extra: tuple[str, ...] = ()) -> Channel:
         self._gen += 1
         host_in, host_out = self.iodir / f"{role}{self._gen}.in", self.iodir / f"{role}{self._gen}.out"
         os.mkfifo(host_in, 0o600)
@@ -173,7 +181,7 @@ class Supervised:
         wfd = -1
         try:
             reply = self.request({"op": "spawn", "role": role, "input": f"{self.guest_io}/{host_in.name}",
-                                  "output": f"{self.guest_io}/{host_out.name}"})
+                                  "output": f"{self.guest_io}/{host_out.name}", "extra": list(extra)})
             wfd = open_writer(str(host_in), 5.0)
         except BaseException:
             closer(rfd, wfd)()
@@ -193,7 +201,8 @@ class Supervised:
     # -- the runtime
 
     def runtime(self) -> Channel:
-        """A channel to a runtime whose ready line is unread: the one spawned ahead, or a new one."""
+        """A channel to a runtime whose ready line is unread: the one spawned ahead (a new episode's), or a
+        new one that keeps the work dir as it is (a restart mid-episode)."""
         if self.chan is not None and self.fresh:
             self.fresh = False
             return self.chan
@@ -210,20 +219,21 @@ class Supervised:
     def prespawn(self) -> int:
         """Replace the runtime with a fresh process now, so whoever needs it next finds it started.
 
-        Returns how many processes were killed on the way (the old runtime included)."""
+        Returns how many processes the tools had left behind (killed on the way)."""
         killed = self.stop_runtime()
-        self.chan = self._spawn("runtime", self.runtime_max_line)
+        self.chan = self._spawn("runtime", self.runtime_max_line, ("--restore",))
         self.fresh = True
         return killed
 
     def stop_runtime(self) -> int:
-        """Kill the runtime and every other process of the sandbox; return the count (never raises)."""
+        """Kill the runtime and every other process of the sandbox; return how many were not the runtime
+        (what the tools left behind). Never raises."""
         chan, self.chan, self.fresh, self.runtime_pid = self.chan, None, False, None
         if chan is not None:
             chan.close()
         if not self.dead:
             try:
-                return self.request({"op": "kill", "keep": []})["killed"]
+                return self.request({"op": "kill", "keep": []})["strays"]
             except SandboxError:
                 pass
         return 0
@@ -243,7 +253,7 @@ class Supervised:
         shutil.rmtree(dest, ignore_errors=True)
         if src is None or not src.is_dir():
             return None
-        shutil.copytree(src, dest, symlinks=False)
+        shutil.copytree(src, dest, symlinks=False, copy_function=_link_or_copy)
         for d, _, files in os.walk(dest):
             os.chmod(d, 0o755)
             for f in files:
@@ -254,7 +264,7 @@ class Supervised:
         shutil.rmtree(self.iodir / "hidden", ignore_errors=True)
 
     def verify(self, request: dict[str, Any], hidden_src: Path | None, timeout: float) -> tuple[dict, int]:
-        """Judge a finished episode in a fresh process; return (the verifier's reply, processes killed first).
+        """Judge a finished episode in a fresh process; return (the verifier's reply, strays killed first).
 
         Never raises for the verifier's own failure (a crash, a timeout, an oversized reply): those come
         back as an error reply. The runtime is gone afterwards; a fresh one is spawned ahead."""
@@ -277,8 +287,9 @@ class Supervised:
         finally:
             self.stop_runtime()
             self.unstage_hidden()
-        try:
-            self.prespawn()
+        try:  # nothing of the episode is left: empty the scratch space and start the next runtime now
+            self.wipe_scratch()
+            self.chan, self.fresh = self._spawn("runtime", self.runtime_max_line, ("--restore",)), True
         except SandboxError:
             pass  # the next reset starts one (or replaces a dead sandbox)
         return reply, killed

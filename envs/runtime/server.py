@@ -159,7 +159,13 @@ def truncate(text: str, limit: int, dropped: int = 0) -> str:
 
 
 class Runtime:
-    def __init__(self, env_dir: str, work_dir: str, output_limit: int, step_timeout: float, kit: str | None = None):
+    """The tools of one episode. Spawned for a new episode (`restore`), it restores the pristine work dir
+    before it loads the tools (it starts right after the previous verification, so this overlaps with
+    the host's own work) and a reset before any call is then free; spawned to replace a crashed runtime
+    mid-episode, it keeps the episode's files."""
+
+    def __init__(self, env_dir: str, work_dir: str, output_limit: int, step_timeout: float, kit: str | None = None,
+                 restore: bool = False):
         self.env_dir = os.path.abspath(env_dir)
         self.work_dir = os.path.abspath(work_dir)
         self.output_limit = output_limit
@@ -168,8 +174,12 @@ class Runtime:
             sys.path.append(os.path.abspath(kit))
         self.tools: dict = {}
         self.schemas: list = []
+        if restore:
+            self._restore()
         self._load_tools()
         self.schemas = [tool_schema(fn) for fn in self.tools.values()]
+        self.pristine = restore
+        """True until a tool is called: the work dir and the tools' module state are as env/ has them."""
 
     def _load_tools(self) -> None:
         path = os.path.join(self.env_dir, "tools.py")
@@ -198,6 +208,14 @@ class Runtime:
 
     def op_reset(self, req):
         """Restore the pristine work dir from env/ and reload the tools (module state starts fresh)."""
+        if not self.pristine:
+            self._restore()
+            self._load_tools()
+            self.pristine = True
+        os.chdir(self.work_dir)
+        return {"ok": True}
+
+    def _restore(self) -> None:
         os.chdir(self.env_dir)
         for entry in os.listdir(self.work_dir):
             p = os.path.join(self.work_dir, entry)
@@ -210,11 +228,10 @@ class Runtime:
                     pass
         shutil.copytree(self.env_dir, self.work_dir, dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("__pycache__", "Dockerfile"))
-        self._load_tools()
         os.chdir(self.work_dir)
-        return {"ok": True}
 
     def op_call(self, req):
+        self.pristine = False
         name, args = req.get("tool"), req.get("args", {})
         fn = self.tools.get(name)
         if fn is None:
@@ -300,11 +317,26 @@ def serve(rt: Runtime, rfile, wfile) -> None:
         wfile.flush()
 
 
+def _warm(text: str, n: typing.Optional[int] = None, kind: typing.Literal["a", "b"] = "a") -> str:
+    """Compile what schema derivation uses once, at import (the supervisor forks runtimes from here).
+
+    Args:
+        text: a string
+        n: an optional integer
+        kind: a literal
+    """
+    return text
+
+
+tool_schema(_warm)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", required=True, help="pristine env dir (read only)")
     ap.add_argument("--work", required=True, help="writable work dir the tools run in")
     ap.add_argument("--verifiers", help="dir of the envgen_verifiers kit, importable by tools as a library")
+    ap.add_argument("--restore", action="store_true", help="start a new episode: restore the work dir from --env")
     ap.add_argument("--output-limit", type=int, default=16384)
     ap.add_argument("--step-timeout", type=float, default=10.0)
     ap.add_argument("--input", help="read requests from this path (a FIFO) instead of stdin")
@@ -314,7 +346,8 @@ def main(argv=None) -> None:
     sys.dont_write_bytecode = True
     if a.describe:
         os.makedirs(a.work, exist_ok=True)
-        print(json.dumps(Runtime(a.env, a.work, a.output_limit, a.step_timeout).schemas, ensure_ascii=False))
+        schemas = Runtime(a.env, a.work, a.output_limit, a.step_timeout).schemas
+        print(json.dumps(schemas, ensure_ascii=False))
         return
     # The protocol owns the original stdout; fd 1 and 2 go to /dev/null so a tool writing straight to
     # them (C code, os.write, a child process) can never interleave bytes with a reply.
@@ -327,7 +360,7 @@ def main(argv=None) -> None:
         os.dup2(devnull, 2)
     os.makedirs(a.work, exist_ok=True)
     try:
-        rt = Runtime(a.env, a.work, a.output_limit, a.step_timeout, a.verifiers)
+        rt = Runtime(a.env, a.work, a.output_limit, a.step_timeout, a.verifiers, a.restore)
     except Exception as e:
         wfile.write(json.dumps(_err("load_error", f"cannot load tools: {type(e).__name__}: {e}")).encode() + b"\n")
         return

@@ -5,11 +5,12 @@ cannot afford a new process (or a `docker exec`, ~60-80 ms) for every chore of a
 process does them over a JSON-lines control channel (two FIFOs in the sandbox's io dir), each in well
 under a millisecond:
 
-    {"op": "spawn", "role": "runtime"|"verifier", "input": PATH, "output": PATH}
+    {"op": "spawn", "role": "runtime"|"verifier", "input": PATH, "output": PATH, "extra": [ARG, ...]}
                                                   fork a process with stdin/stdout wired to those FIFOs:
                                                   the runtime server (the agent's tools), or the one-shot
                                                   verifier (envs/runtime/verifier.py)  -> {"pid": N}
     {"op": "kill", "keep": [PID, ...]}            SIGKILL every process of the sandbox but `keep`, then reap
+                                                  -> {"killed": N, "strays": N (those not the runtime)}
     {"op": "wipe", "dirs": [DIR, ...], "ipc": B}  empty those dirs (and remove System V IPC objects), as the
                                                   sandbox user
     {"op": "ps"}                                  the live processes: [[pid, uid, state, name], ...]
@@ -39,6 +40,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import errno
+import gc
 import json
 import os
 import resource
@@ -143,6 +145,7 @@ class Supervisor:
         self.rlimits = [(RLIMITS[k], tuple(v)) for k, v in json.loads(a.rlimits or "{}").items()]
         self.roles = {"runtime": self._zygote(a.runtime, "envgen_runtime_server"),
                       "verifier": self._zygote(json.loads(a.verifier), "envgen_runtime_verifier")}
+        gc.freeze()  # what is imported now stays out of the children's collections: no copy-on-write storm
 
     @staticmethod
     def _zygote(cmd: list[str], name: str):
@@ -155,8 +158,11 @@ class Supervisor:
             import sqlite3  # noqa: F401  (warm for the tools; a fork shares it for free)
 
             module = _load(script, name)
+            args = cmd[cmd.index(script) + 1:]
             if callable(getattr(module, "main", None)):
-                return module, script, cmd[cmd.index(script) + 1:]
+                if callable(getattr(module, "prepare", None)):
+                    module.prepare(args)  # e.g. the verifier imports its kit once, here
+                return module, script, args
         except Exception:
             _log(traceback.format_exc())
         return None, None, cmd
@@ -192,6 +198,7 @@ class Supervisor:
     def op_spawn(self, req):
         role = req.get("role", "runtime")
         module, script, args = self.roles[role]
+        args = [*args, *[str(x) for x in req.get("extra") or []]]
         uid = self.a.uid if role == "runtime" else self.a.verifier_uid
         fd_in = _open_fifo(req["input"], os.O_RDONLY, 5.0)
         fd_out = _open_fifo(req["output"], os.O_WRONLY, 5.0)
@@ -259,9 +266,10 @@ class Supervisor:
                 except ProcessLookupError:
                     pass
             time.sleep(0.001)
+        strays = len(targets - {self.runtime_pid})
         if self.runtime_pid is not None and self.runtime_pid not in keep:
             self.runtime_pid = None
-        return {"ok": True, "killed": len(targets), "left": len(live)}
+        return {"ok": True, "killed": len(targets), "strays": strays, "left": len(live)}
 
     def op_wipe(self, req):
         """Empty dirs (and drop IPC objects) as the sandbox user (seteuid keeps root in the saved uid: no fork)."""

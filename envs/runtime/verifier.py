@@ -38,8 +38,24 @@ def _err(kind: str, message: str, trace: str | None = None) -> dict:
     return {"ok": False, "error": error}
 
 
+def _args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--verifiers", required=True, help="dir holding the envgen_verifiers package")
+    ap.add_argument("--work", required=True, help="the work dir the episode left behind")
+    return ap.parse_args(argv)
+
+
+def prepare(argv=None) -> None:
+    """Import the kit ahead of any episode (the supervisor calls this once: a fork then starts warm).
+    The kit is envgen's own code, never a tool's, so importing it early keeps the fresh-process promise."""
+    a = _args(argv)
+    sys.path.insert(0, os.path.abspath(a.verifiers))
+    import envgen_verifiers  # noqa: F401
+
+
 def judge(req: dict, verifiers_dir: str, work_dir: str) -> dict:
-    sys.path.insert(0, os.path.abspath(verifiers_dir))
+    if os.path.abspath(verifiers_dir) not in sys.path:
+        sys.path.insert(0, os.path.abspath(verifiers_dir))
     timeout = float(req.get("timeout") or 60.0)
 
     def on_alarm(signum, frame):
@@ -69,10 +85,7 @@ def judge(req: dict, verifiers_dir: str, work_dir: str) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--verifiers", required=True, help="dir holding the envgen_verifiers package")
-    ap.add_argument("--work", required=True, help="the work dir the episode left behind")
-    a = ap.parse_args(argv)
+    a = _args(argv)
     sys.dont_write_bytecode = True
     rfile, wfile = os.fdopen(os.dup(0), "rb"), os.fdopen(os.dup(1), "wb", buffering=0)
     devnull = os.open(os.devnull, os.O_RDWR)

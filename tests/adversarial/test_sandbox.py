@@ -245,12 +245,16 @@ def _pack_for(backend, request):
 # ---------------------------------------------------------------- 1. verification shares a process with the tools
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", [*BACKENDS, "local-subreaper"])
 @pytest.mark.parametrize("attack", ["tamper", "forge"])
 def test_tools_cannot_reach_the_verdict(backend, attack, request):
     """A patched/replaced verifier kit or forged verdict lines: the wrong answer still scores 0, in this
     episode and in the next ones (the local runtime used to be reused, tampering and all)."""
-    env = _env(_pack_for(backend, request), backend)
+    if backend == "local-subreaper":
+        env = gymnasium.make("envgen/Pack-v0", pack=str(request.getfixturevalue("hostile_pack").root),
+                             sandbox="local", sandbox_options={"isolation": "subreaper"})
+    else:
+        env = _env(_pack_for(backend, request), backend)
     try:
         assert _wrong_episode(env, attack) == 0.0
         assert _wrong_episode(env, "noop") == 0.0, "tampering must not survive into the next episode"
@@ -375,6 +379,18 @@ def test_gc_leaves_a_live_owners_paused_and_stopped_containers_alone(docker_host
 # ---------------------------------------------------------------- 6. the local backend
 
 
+def _sleepers(marker: str, expect: int) -> int:
+    """How many host processes run `sleep MARKER`, polled briefly until `expect` (a detached child execs late)."""
+    import time
+
+    end = time.monotonic() + 3
+    while True:
+        n = len(_host_processes_with(f"sleep\0{marker}"))
+        if n == expect or time.monotonic() > end:
+            return n
+        time.sleep(0.02)
+
+
 def _host_processes_with(marker: str) -> list[int]:
     hits = []
     for pid in os.listdir("/proc"):
@@ -403,22 +419,25 @@ def test_local_tools_never_learn_the_pack_path(hostile_pack):
         env.close()
 
 
-def test_local_close_kills_setsid_descendants(hostile_pack):
-    env = _env(hostile_pack, "local")
+@pytest.mark.parametrize("isolation", ["best", "subreaper"])
+def test_local_close_kills_setsid_descendants(hostile_pack, isolation):
+    """Whatever the isolation (a subreaper is what an unprivileged user gets), detached children die."""
+    env = gymnasium.make("envgen/Pack-v0", pack=str(hostile_pack.root), sandbox="local",
+                         sandbox_options={} if isolation == "best" else {"isolation": isolation})
     marker = str(8_000_000 + os.getpid() % 1_000_000)
     try:
         env.reset(options={"task_id": "tiny-0"})
         env.step(call("detach", marker=int(marker)))
         env.step(call("detach", marker=int(marker)))
-        assert len(_host_processes_with(f"sleep\0{marker}")) == 2
+        assert _sleepers(marker, 2) == 2
         assert _wrong_episode(env, "noop") == 0.0  # an episode boundary kills them already
-        assert _host_processes_with(f"sleep\0{marker}") == []
+        assert _sleepers(marker, 0) == 0
         env.reset(options={"task_id": "tiny-0"})
         env.step(call("detach", marker=int(marker)))
-        assert len(_host_processes_with(f"sleep\0{marker}")) == 1
+        assert _sleepers(marker, 1) == 1
     finally:
         env.close()
-    assert _host_processes_with(f"sleep\0{marker}") == [], "close() leaves no process behind"
+    assert _sleepers(marker, 0) == 0, "close() leaves no process behind"
 
 
 def test_local_root_is_said_once_and_tools_run_unprivileged_where_possible(hostile_pack, capfd):
