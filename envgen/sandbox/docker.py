@@ -50,7 +50,7 @@ from ..errors import SandboxError
 from ..pack import Pack
 from .base import Sandbox
 from .channel import Channel, runtime_line_bound
-from .supervised import Supervised, connect
+from .supervised import Control, Supervised
 
 LABEL = "envgen.sandbox"
 PIDS_LIMIT = 256
@@ -246,27 +246,21 @@ class Box(Supervised):
         os.chmod(iodir, 0o711)
         (iodir / "owner.json").write_text(json.dumps(OWNER_LABELS))
 
-        def launch():
+        control, container = Control(iodir), None
+        try:
             try:
-                return client.containers.run(**spec.run_kwargs(iodir, name))
+                container = client.containers.run(**spec.run_kwargs(iodir, name))
             except docker.errors.ImageNotFound:
                 raise SandboxError(f"pack {spec.pack!r}: image {spec.image} is missing; "
                                    "run `envgen image build PACK`") from None
             except docker.errors.APIError as e:
                 raise SandboxError(f"pack {spec.pack!r}: cannot start a container: {e.explanation or e}") from None
-
-        try:
-            ctl, container, _ = connect(iodir, launch, _running, f"pack {spec.pack!r}")
-        except SandboxError as e:
-            container = getattr(e, "handle", None)
-            if container is not None:
-                _remove(container)
-            shutil.rmtree(iodir, ignore_errors=True)
-            if "supervisor did not come up" in str(e):
+            try:
+                ctl, _ = control.ready(lambda: _running(container), f"pack {spec.pack!r}")
+            except SandboxError as e:
                 raise SandboxError(f"{e}; the Docker backend needs a local engine that can bind-mount {root}") from None
-            raise
-        except BaseException as e:
-            container = getattr(e, "handle", None)
+        except BaseException:
+            control.abort()
             if container is not None:
                 _remove(container)
             shutil.rmtree(iodir, ignore_errors=True)

@@ -40,7 +40,7 @@ from ..pack import Pack
 from ..paths import bundled
 from .base import Sandbox
 from .channel import runtime_line_bound
-from .supervised import Supervised, connect
+from .supervised import Control, Supervised
 
 MAX_FILE_BYTES = 1 << 30
 MAX_OPEN_FILES = 256
@@ -162,16 +162,14 @@ class LocalBox(Supervised):
                 if os.environ.get(key):
                     env[key] = os.environ[key]
             name = f"pack {pack.manifest.name!r}"
-
-            def launch() -> subprocess.Popen:
-                return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            control, proc = Control(root / "io"), None
+            try:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, cwd=root / "work", env=env,
                                         start_new_session=True, close_fds=True)
-
-            try:
-                ctl, proc, ready = connect(root / "io", launch, lambda p: p.poll() is None, name)
-            except BaseException as e:
-                proc = getattr(e, "handle", None)
+                ctl, ready = control.ready(lambda: proc.poll() is None, name)
+            except BaseException:
+                control.abort()
                 if proc is not None:
                     _stop(proc)
                 raise

@@ -72,40 +72,40 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
-def connect(iodir: Path, launch: Callable[[], Any], alive: Callable[[Any], bool], what: str) -> tuple[Channel, Any, dict]:
-    """Make the control FIFOs in `iodir`, start the supervisor with `launch()`, and wait for its ready line.
+class Control:
+    """A supervisor's control FIFOs, made in its io dir before it starts (their read end open first, so the
+    supervisor's write-open succeeds at once). Start the supervisor, then `ready()`; `abort()` on failure."""
 
-    Returns (control channel, whatever launch returned, the ready line). On failure everything
-    started is left for the caller's cleanup, and a SandboxError names the supervisor log's last line."""
-    os.mkfifo(iodir / "ctl.in", 0o600)
-    os.mkfifo(iodir / "ctl.out", 0o600)
-    rfd = os.open(iodir / "ctl.out", os.O_RDONLY | os.O_NONBLOCK)
-    ctl = Channel(rfd, -1, max_line=CTL_MAX_LINE)
-    handle = None
-    try:
-        handle = launch()
-        ready, deadline = None, time.monotonic() + START_TIMEOUT_S
+    def __init__(self, iodir: Path):
+        self.iodir = iodir
+        os.mkfifo(iodir / "ctl.in", 0o600)
+        os.mkfifo(iodir / "ctl.out", 0o600)
+        self.chan = Channel(os.open(iodir / "ctl.out", os.O_RDONLY | os.O_NONBLOCK), -1, max_line=CTL_MAX_LINE)
+
+    def ready(self, alive: Callable[[], bool], what: str) -> tuple[Channel, dict]:
+        """Wait for the supervisor's ready line; (the control channel, the ready line). A SandboxError names
+        the supervisor log's last line when it does not come up."""
+        ctl, ready, deadline = self.chan, None, time.monotonic() + START_TIMEOUT_S
         while ready is None and time.monotonic() < deadline:
             try:
                 ready = ctl.recv(min(deadline, time.monotonic() + 0.5))
             except (EOFError, ValueError):
                 break
-            if ready is None and not alive(handle):
+            if ready is None and not alive():
                 break
         if not ready or not ready.get("ok"):
-            log = iodir / "supervisor.log"
+            log = self.iodir / "supervisor.log"
             why = log.read_text(errors="replace").strip().splitlines()[-1:] if log.is_file() else []
             raise SandboxError(f"{what}: the sandbox supervisor did not come up" + (f" ({why[0]})" if why else ""))
-        os.set_blocking(rfd, True)
-        ctl.wfd = open_writer(str(iodir / "ctl.in"), 5.0)
-        ctl._close = closer(rfd, ctl.wfd)
-    except BaseException as e:
-        closer(rfd, ctl.wfd)()
-        e.handle = handle  # type: ignore[attr-defined]  # for the caller's cleanup
-        raise
-    for fifo in ("ctl.in", "ctl.out"):  # the open fds stay valid; nothing can open these paths again
-        os.unlink(iodir / fifo)
-    return ctl, handle, ready
+        os.set_blocking(ctl.rfd, True)
+        ctl.wfd = open_writer(str(self.iodir / "ctl.in"), 5.0)
+        ctl._close = closer(ctl.rfd, ctl.wfd)
+        for fifo in ("ctl.in", "ctl.out"):  # the open fds stay valid; nothing can open these paths again
+            os.unlink(self.iodir / fifo)
+        return ctl, ready
+
+    def abort(self) -> None:
+        closer(self.chan.rfd, self.chan.wfd)()
 
 
 class Supervised:
