@@ -8,6 +8,7 @@ recovery and the fresh-process verification live here and in `supervised.py` onc
 from __future__ import annotations
 
 import compileall
+import hashlib
 import os
 import shutil
 import tempfile
@@ -44,6 +45,20 @@ class ToolResult:
 class Verdict:
     reward: float
     details: dict[str, Any] = field(default_factory=dict)
+
+
+def _tree_stamp(root: Path) -> str:
+    """A digest of every file under `root` (names and bytes): hidden/ is small, and a same-size rewrite
+    within one timestamp tick must still count as a change."""
+    h = hashlib.sha256()
+    for d, dirs, files in sorted(os.walk(root)):
+        dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+        for f in sorted(files):
+            path = os.path.join(d, f)
+            h.update(os.path.relpath(path, root).encode() + b"\0")
+            with open(path, "rb") as fh:
+                h.update(hashlib.sha256(fh.read()).digest())
+    return h.hexdigest()
 
 
 class Sandbox(ABC):
@@ -227,12 +242,20 @@ class Sandbox(ABC):
         src = self.pack.hidden_dir
         if not src.is_dir():
             return None
-        if self._hidden is None:
+        stamp = _tree_stamp(src)  # a generator may rewrite hidden/ under an open sandbox
+        if self._hidden is None or stamp != self._hidden_stamp:
+            self._drop_hidden()
             tmp = Path(tempfile.mkdtemp(prefix="envgen-hidden-"))
             shutil.copytree(src, tmp / "hidden", ignore=shutil.ignore_patterns("__pycache__"))
             compileall.compile_dir(tmp / "hidden", quiet=2)
-            self._hidden, self._hidden_owner = tmp / "hidden", os.getpid()
+            self._hidden, self._hidden_owner, self._hidden_stamp = tmp / "hidden", os.getpid(), stamp
         return self._hidden
+
+    def _drop_hidden(self) -> None:
+        if self._hidden is not None:
+            if self._hidden_owner == os.getpid():  # a forked child's close must not take the parent's copy
+                shutil.rmtree(self._hidden.parent, ignore_errors=True)
+            self._hidden = None
 
     def processes(self) -> list[dict]:
         """The sandbox's processes but its supervisor (the runtime and whatever the tools started)."""
@@ -243,10 +266,7 @@ class Sandbox(ABC):
         box, self.box = self.box, None
         if box is not None:
             self._close_box(box)
-        if self._hidden is not None:
-            if self._hidden_owner == os.getpid():  # a forked child's close must not take the parent's copy
-                shutil.rmtree(self._hidden.parent, ignore_errors=True)
-            self._hidden = None
+        self._drop_hidden()
 
     def __enter__(self) -> Sandbox:
         if self._chan is None:

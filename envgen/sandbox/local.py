@@ -154,7 +154,8 @@ class LocalBox(Supervised):
             cmd = [python, "-I", "-B", str(bundled("envs") / "runtime" / "supervisor.py"), "--io", str(root / "io"),
                    "--uid", str(uid), "--gid", str(gid), "--verifier-uid", str(os.geteuid()),
                    "--work", str(root / "work"), "--home", str(root / "tmp"), "--tmp", str(root / "tmp"),
-                   "--isolation", isolation, *(f"--keep={k}" for k in keep), "--rlimits", json.dumps(rlimits),
+                   "--isolation", isolation, *(f"--keep={k}" for k in keep),
+                   *(f"--writable={root / d}" for d in ("work", "tmp")), "--rlimits", json.dumps(rlimits),
                    "--verifier", json.dumps(verifier), "--", *runtime]
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "TZ": "UTC",
                    "PYTHONHASHSEED": "0"}

@@ -54,14 +54,16 @@ import traceback
 KILL_ROUNDS_S = 5.0
 CTL_MAX_LINE = 1 << 20
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 24, 36, 38
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 IPC_RMID = 0
 RLIMITS = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS, "nofile": resource.RLIMIT_NOFILE,
            "fsize": resource.RLIMIT_FSIZE, "nproc": resource.RLIMIT_NPROC}
 
 # ctypes for what the os module lacks on the Pythons the images carry (3.9+): unshare, mount, prctl,
-# and the System V IPC removal calls. No stdlib or PyPI library wraps these for a 3.9 interpreter.
+# capset and the System V IPC removal calls. No stdlib module wraps these for a 3.9 interpreter, and
+# this file must stay stdlib-only (it runs inside bare sandbox images).
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -220,6 +222,8 @@ class Supervisor:
                 if role == "runtime":
                     for which, limit in self.rlimits:
                         resource.setrlimit(which, limit)
+                    if self.a.isolation == "namespaces" and uid == 0:
+                        _drop_capabilities()  # the tools run as root here: root by name only
                 if os.geteuid() == 0 and uid != 0:
                     os.setgroups([])
                     os.setgid(self.a.gid)
@@ -405,7 +409,53 @@ def _enter_namespaces(a: argparse.Namespace) -> str:
             os.makedirs(d, exist_ok=True)
             _mount(f"/proc/self/fd/{fd}", d, None, MS_BIND | MS_REC)
         os.close(fd)
+    _read_only_host(writable={"/tmp", "/dev/shm", *a.writable})
     return "namespaces"
+
+
+_MOUNT_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": 1024, "nodiratime": 2048,
+                "relatime": 1 << 21}
+
+
+def _read_only_host(writable: set[str]) -> None:
+    """Remount every mount of this namespace read-only but /proc, /dev and `writable` (each bound onto
+    itself first, so it is a mount of its own): tools that run as root here cannot change the host's
+    files (the verifier kit, a pack, envgen itself), and without CAP_SYS_ADMIN (see _drop_capabilities)
+    they cannot remount. Each mount is its own: a failure is logged and the rest go on."""
+    for d in sorted(writable):
+        if os.path.isdir(d) and d not in ("/tmp", "/dev/shm"):
+            _mount(d, d, None, MS_BIND | MS_REC)
+    with open("/proc/self/mountinfo") as f:
+        mounts = [line.split() for line in f]
+    points = {}
+    for m in mounts:
+        point = m[4].encode().decode("unicode_escape")
+        points[point] = sum(_MOUNT_FLAGS.get(o, 0) for o in m[5].split(","))
+    for point, flags in sorted(points.items(), key=lambda kv: kv[0].count("/")):
+        if point in writable or point.startswith(("/proc", "/dev")):
+            continue
+        try:
+            _mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
+        except OSError as e:
+            _log(f"read-only remount of {point} failed: {e}")
+
+
+def _drop_capabilities() -> None:
+    """Give up every capability for good (bounding set, then effective/permitted/inheritable), and forbid
+    regaining any through exec: a tool running as uid 0 is then root only by name."""
+    for cap in range(64):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break  # EINVAL: past the last capability this kernel knows
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    _check(_libc.capset(ctypes.byref(Header(_LINUX_CAPABILITY_VERSION_3, 0)), (Data * 2)()), "capset")
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
 
 
 def main(argv=None) -> None:
@@ -420,6 +470,8 @@ def main(argv=None) -> None:
     ap.add_argument("--tmp", default="/tmp", help="TMPDIR of the spawned processes")
     ap.add_argument("--isolation", choices=("pid1", "namespaces", "subreaper"), default="pid1")
     ap.add_argument("--keep", action="append", default=[], help="(namespaces) host dirs to keep visible in /tmp")
+    ap.add_argument("--writable", action="append", default=[],
+                    help="(namespaces) the dirs that stay writable; the rest of the host is read-only")
     ap.add_argument("--rlimits", help='JSON {"cpu"|"as"|"nofile"|"fsize"|"nproc": [soft, hard]} for the runtime')
     ap.add_argument("--verifier", required=True, help="JSON list: the verifier's command line")
     ap.add_argument("runtime", nargs=argparse.REMAINDER, help="-- then the runtime server's command line")

@@ -19,6 +19,7 @@ import gymnasium
 import pytest
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
+import envgen.paths
 from envgen.actions import render_action
 from envgen.errors import SandboxError
 
@@ -169,6 +170,30 @@ def detach(marker: int) -> str:
         os._exit(0)
     os.waitpid(pid, 0)
     return "detached"
+
+
+def escape(marker: str) -> str:
+    """Try to change the host: new files beside the verifier kit and in /etc and /var/tmp, an edit of the
+    pristine env copy, and a remount of / read-write.
+
+    Args:
+        marker: a name part that makes the files this test's
+    """
+    out = {}
+    targets = [os.path.join(d, "envgen_verifiers", f"pwned_{marker}.py") for d in _verifier_dirs()]
+    targets += [f"/etc/envgen-pwned-{marker}", f"/var/tmp/envgen-pwned-{marker}", os.path.abspath("../env/tools.py"),
+                os.path.abspath(f"../io/pwned-{marker}")]
+    for t in targets:
+        try:
+            with open(t, "a") as f:
+                f.write("PWNED = True\n")
+            out[t] = "written"
+        except OSError as e:
+            out[t] = type(e).__name__
+    libc = ctypes.CDLL(None, use_errno=True)
+    rc = libc.mount(None, b"/", None, ctypes.c_ulong(32 | 4096), None)  # MS_REMOUNT | MS_BIND, read-write
+    out["remount"] = "ok" if rc == 0 else os.strerror(ctypes.get_errno())
+    return json.dumps(out)
 
 
 def whereami() -> str:
@@ -459,3 +484,29 @@ def test_local_root_is_said_once_and_tools_run_unprivileged_where_possible(hosti
         assert seen["uid"] == uid
         if uid != 0:
             assert not sbx.call("write_outside", {"path": "/etc/envgen-pwned"}).ok
+
+
+def test_local_tools_running_as_root_cannot_change_the_host(hostile_pack):
+    """As root the local backend's tools may run as root (when `nobody` cannot read the interpreter): the host
+    is then read-only to them and they hold no capability, so they cannot plant code beside the verifier kit,
+    edit system files or the pristine env copy, or remount."""
+    import glob
+
+    if os.geteuid() != 0:
+        pytest.skip("only a root host runs tools in namespaces")
+    marker = f"{os.getpid()}"
+    env = _env(hostile_pack, "local")
+    try:
+        env.reset(options={"task_id": "tiny-0"})
+        assert env.unwrapped.sandbox.box.isolation == "namespaces"
+        out = json.loads(tool(env, "escape", marker=marker)[0])
+        assert any("envgen_verifiers" in t for t in out), "the attack found the verifier kit"
+        assert out["remount"] != "ok"
+        assert [t for t, r in out.items() if r == "written"] == [], out
+        assert _right_episode(env) == 1.0
+    finally:
+        env.close()
+        for leftover in [f"/etc/envgen-pwned-{marker}", f"/var/tmp/envgen-pwned-{marker}",
+                         *glob.glob(f"{envgen.paths.bundled('verifiers')}/envgen_verifiers/pwned_{marker}.py")]:
+            if os.path.exists(leftover):
+                os.unlink(leftover)
