@@ -14,8 +14,8 @@ import shutil
 import tempfile
 import time
 from abc import ABC, abstractmethod
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..errors import SandboxError
@@ -89,6 +89,8 @@ class Sandbox(ABC):
         self._dirty = False
         self._deadline = float("inf")
         self._hidden: Path | None = None
+        """The pack's hidden/, byte-compiled in a private host dir (see _hidden_source); its digest and owner pid."""
+        self._hidden_stamp, self._hidden_owner = "", os.getpid()
 
     # -- backend hooks
 
