@@ -6,18 +6,31 @@ do the task must each score 0:
 - ``empty``: the reference's work without its answer (calls to the pack's submit tool dropped, final
   answer ""): the verifier must need an answer;
 - ``noop``: no tool calls, the reference's final text: the verifier must need the work, not just the
-  words. Skipped for ``answer`` and ``rubric`` verifiers, whose whole contract is the final text;
+  words. Skipped for ``answer`` and ``rubric`` verifiers, whose contract is the final text, unless their
+  answer check asks for evidence (facts that must come back from the episode's tool calls);
 - ``claim``: no tool calls, "I have completed the task.";
 - ``mutated``: the reference with one value of its answer (the submit call's arguments, else the last
   call's, else the final text) changed; for final-text verifiers, the final text (its last number, if any).
+
+Where the verifier grades the final text, the text probes (``text_probes``) then restate the reference's
+answer as a hedge or a list, each of which must score 0: ``hedge-first`` ("W or V", the wrong value
+first), ``hedge-last`` ("V or W"), ``enumeration`` (a list of plausible values holding V) and
+``answer-lines`` (a wrong answer, then the reference's, so a last-line-wins grader pays). The answer's
+place in the text (a slot) is the expected value for ``answer``/``rubric`` verifiers; for ``program``
+verifiers, the last id ("A-0075") and the last number of the final line (else the value of a final
+"Answer:" line), each probed only when the verifier grades it: the reference with that value changed
+wherever the text says it must score below 1, else the text is not what is graded there (a plan graded
+on its submission). Final-text verifiers that ask for evidence also meet ``noop``.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import random
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .episode import replay
@@ -106,15 +119,135 @@ def probes(task: Task, submit_tool: str | None) -> dict[str, tuple[list[ToolCall
         "claim": ([], CLAIM, 0.0),
         "mutated": (*mutate(task, submit_tool), 0.0),
     }
-    if task.verifier.kind not in FINAL_TEXT_KINDS:
-        out["noop"] = ([], ref.answer, 0.0)
+    if task.verifier.kind not in FINAL_TEXT_KINDS or (_answer_args(task) or {}).get("evidence"):
+        out["noop"] = ([], ref.answer, 0.0)  # a final-text verifier that asks for evidence needs the calls
     return out
+
+
+def _answer_args(task: Task) -> dict | None:
+    """The answer check of a final-text verifier (a rubric's deterministic part), else None."""
+    args = task.verifier.args or {}
+    if task.verifier.kind == "rubric":
+        args = args.get("answer")
+    return args if task.verifier.kind in FINAL_TEXT_KINDS and isinstance(args, dict) else None
+
+
+_ANSWER_LINE = re.compile(r"^\W*(?:final answer|answer)\W*[:：]\s*(\S(?:.*\S)?)\s*$", re.I)
+_ID = re.compile(r"\b([A-Z]{1,3})-(\d{2,})\b")
+_NUM = re.compile(r"(?<![\w.,:-])\d[\d,]*(?:\.\d+)?(?![\w:])")
+
+
+def _slots(task: Task, hidden: Path | None) -> list[tuple[str, int, int, list[str]]]:
+    """Where the reference's final text states its answer, and wrong values of the same type:
+    (kind, start, end, wrong values). For final-text verifiers the expected value (or an alias)."""
+    text = task.reference.answer or ""
+    rng = random.Random(f"{task.id}:slots")
+    args = _answer_args(task)
+    if args is not None:
+        exp = args.get("expected")
+        numeric = args.get("mode") == "numeric" or (args.get("mode", "auto") == "auto" and isinstance(
+            exp, (int, float)) and not isinstance(exp, bool))
+        forms = ([f"{float(exp):,.{_decimals(exp)}f}", f"{float(exp):.{_decimals(exp)}f}"] if numeric else
+                 [str(exp), *map(str, args.get("aliases") or [])])
+        at = max(((text.rfind(f), f) for f in forms if f), default=(-1, ""))
+        if at[0] < 0:
+            return []
+        start, end = at[0], at[0] + len(at[1])
+        if numeric:
+            return [("number", start, end, _wrong_numbers(float(exp), _decimals(exp)))]
+        return [("name", start, end, _wrong_names(task, args, hidden, rng))]
+    if task.verifier.kind != "program":
+        return []
+    line0 = text.rstrip().rfind("\n") + 1
+    line = text[line0:]
+    out = []
+    ids = list(_ID.finditer(line))
+    if ids:
+        m = ids[-1]
+        n, width = int(m.group(2)), len(m.group(2))
+        # written as an agent might: lower case, a non-breaking hyphen (U+2011); the same id to a careful reader
+        wrong = [f"{m.group(1).lower()}\u2011{k:0{width}d}" for k in range(max(1, n - 3), n + 4) if k != n]
+        out.append(("id", line0 + m.start(), line0 + m.end(), wrong))
+    nums = [m for m in _NUM.finditer(line) if not any(i.start() <= m.start() < i.end() for i in ids)]
+    if nums:
+        m = nums[-1]
+        dec = len(m.group().partition(".")[2])
+        out.append(("number", line0 + m.start(), line0 + m.end(),
+                    _wrong_numbers(float(m.group().replace(",", "")), dec)))
+    marked = _ANSWER_LINE.match(line)
+    if not out and marked:  # "Answer: <a name>": the value after the marker
+        value = marked.group(1)
+        out.append(("name", line0 + marked.start(1), line0 + marked.end(1), _garbled(value)))
+    return out
+
+
+def _garbled(name: str) -> list[str]:
+    """Values of the same shape that are not ``name``, for verifiers that know no other names ("505" gives
+    numbers, "Lima" names)."""
+    word = re.sub(r"\W", "", name) or "x"
+    if word.isdigit():
+        return [str(int(word) * 2 + 1)] + [str(int(word) + k) for k in (-3, -2, -1, 1, 2, 3) if int(word) + k >= 0]
+    out = [w.capitalize() for w in (word[::-1], word[1:] + word[0], word[::-1] + "a", word + "ia", "Nova " + word)]
+    return [w for w in dict.fromkeys(out) if w.casefold() != name.casefold()]
+
+
+def _decimals(v: Any) -> int:
+    return 0 if float(v).is_integer() else len(repr(float(v)).partition(".")[2])
+
+
+def _wrong_numbers(v: float, dec: int) -> list[str]:
+    """Plausible neighbours of v, the first one far off (2v + 1, as ``mutated`` uses)."""
+    fmt = (lambda x: f"{x:.{dec}f}") if dec else (lambda x: str(int(round(x))))
+    step = 10 ** -dec if dec else 1
+    near = [v + k * step for k in range(-5, 6) if k and (v < 0 or v + k * step >= 0)]
+    return [fmt(v * 2 + 1 if v >= 0 else v * 2 - 1)] + [fmt(x) for x in near]
+
+
+def _wrong_names(task: Task, args: dict, hidden: Path | None, rng: random.Random) -> list[str]:
+    """Other names of the answer's type (the verifier's candidates), none of them the expected one or named in
+    the prompt; a garbled name when the verifier knows no candidates."""
+    cands = args.get("candidates")
+    if isinstance(cands, str) and hidden is not None and (hidden / cands).is_file():
+        cands = (hidden / cands).read_text(encoding="utf-8").splitlines()
+    golds = {str(g).casefold() for g in [args.get("expected"), *(args.get("aliases") or [])]}
+    asked = " ".join(str(m.content) for m in task.prompt).casefold()
+    pool = sorted({c.strip() for c in cands or [] if isinstance(c, str) and c.strip()
+                   and c.strip().casefold() not in golds and c.strip().casefold() not in asked})
+    if not pool:
+        return _garbled(str(args.get("expected", "x")))
+    return rng.sample(pool, min(3, len(pool)))
+
+
+def text_probes(sandbox: Sandbox, pack: Pack, task: Task):
+    """The hedge, enumeration and several-answer probes, (name, (calls, answer, 0.0)) for each graded slot;
+    for a ``program`` verifier a slot is graded when the reference with its value changed (every mention of it)
+    scores below 1."""
+    hidden = pack.hidden_dir if pack.root is not None else None
+    slots = _slots(task, hidden)
+    text, calls = task.reference.answer or "", task.reference.calls
+    for kind, a, b, wrong in slots:
+        def said(value: str) -> str:
+            return text[:a] + value + text[b:]
+
+        right = text[a:b]
+        if task.verifier.kind == "program":  # graded here? the text with every mention of the value changed
+            elsewhere = re.sub(r"(?<![\w.,-])" + re.escape(right) + r"(?![\w])", lambda _: wrong[0], text)
+            if replay(sandbox, task, calls, elsewhere).verdict.reward >= 1.0:
+                continue
+        items = wrong[1:4] + [right] + wrong[4:6] if kind != "name" else wrong[:1] + [right] + wrong[1:]
+        suffix = f":{kind}" if len(slots) > 1 else ""
+        for name, answer in (("hedge-first", said(f"{wrong[0]} or {right}")),
+                             ("hedge-last", said(f"{right} or {wrong[0]}")),
+                             ("enumeration", said("one of: " + ", ".join(items))),
+                             ("answer-lines", said(wrong[0]) + "\n" + text)):
+            yield name + suffix, (calls, answer, 0.0)
 
 
 def gate(sandbox: Sandbox, pack: Pack, task: Task) -> GateResult:
     """Run every probe of `task` on `sandbox`; the first one that scores wrong rejects the task."""
     scores: dict[str, float] = {}
-    for name, (calls, answer, want) in probes(task, pack.manifest.submit_tool).items():
+    for name, (calls, answer, want) in itertools.chain(probes(task, pack.manifest.submit_tool).items(),
+                                                       text_probes(sandbox, pack, task)):
         ep = replay(sandbox, task, calls, answer)
         scores[name] = ep.verdict.reward
         if ep.verdict.reward != want:

@@ -7,6 +7,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import sqlite3
 from pathlib import Path
 
@@ -317,6 +318,37 @@ def test_lookup_answers_must_name_one_grounded_optimum(verifier, gen):
     assert verifier.verify(answer, [], spec, ctx)[0] == 0.0  # not grounded in the episode
     assert verifier.verify(answer + " Or maybe H-0001, R-0001, A-0001, T-0001.", seen, spec, ctx)[0] == 0.0
     assert verifier.verify(answer.replace(item, item[:2] + "9999"), seen, spec, ctx)[0] == 0.0
+
+
+def test_lookup_answers_state_one_true_price_and_ids_however_written(verifier, gen):
+    """Issue 12, class 7: every number a lookup answer states is true of the item or repeats the request, and
+    ids are read through NFKC, dash variants and case, so hedges hidden in either score 0."""
+    ctx = Ctx(gen.env_dir)
+    lookups = [t for t in gen.tasks if t.verifier.args["params"]["mode"] == "lookup"]
+    assert len({t.verifier.args["params"]["kind"] for t in lookups}) >= 3
+    for t in lookups:
+        spec = t.verifier.args["params"]
+        item = re.search(r"[HRAT]-\d{4}", t.reference.answer).group()
+        row = verifier.candidates(_con(gen), spec["kind"], spec["place"], spec.get("filters"))
+        price = next(r for r in row if r["id"] == item)[verifier.PRICE[spec["kind"]]]
+        seen = [{"tool": "search", "args": {}, "ok": True, "content": json.dumps({"results": [item]})}]
+        n = int(item[2:])
+        other = f"{item[0]}-{n + 1 if n < 9999 else n - 1:04d}"
+
+        def score(text):
+            return verifier.verify(text, seen, spec, ctx)[0]
+
+        assert score(t.reference.answer) == 1.0, t.id
+        assert score(f"{item.lower().replace('-', chr(0x2011))}: {price} EUR") == 1.0, t.id
+        assert score(f"{item} costs one of: " + " ".join(map(str, range(max(price, 1) * 2 + 2)))) == 0.0, t.id
+        assert score(f"{item}: {price} or {price * 2 + 1} EUR") == 0.0, t.id
+        assert score(f"{item}: {price * 2 + 1} or {price} EUR") == 0.0, t.id
+        assert score(f"{item} (if closed, try {other.replace('-', chr(0x2011))}): {price} EUR") == 0.0, t.id
+        assert score(f"{item} (or {other.lower()}): {price} EUR") == 0.0, t.id
+        assert score(f"{other}: {price} EUR\n{item}: {price} EUR") == 0.0, t.id
+        for key, value in (spec.get("filters") or {}).items():  # restating the request is not a second price
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value != price:
+                assert score(f"{item}: {price} EUR (your limit was {value})") == 1.0, (t.id, key)
 
 
 # ------------------------------------------------------------------ through the sandbox

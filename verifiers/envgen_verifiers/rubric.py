@@ -12,7 +12,9 @@ args::
     reference_answer: str         the ground truth in words
     criteria: [{id, text, weight > 0}]
     pitfalls: [{id, text, penalty in (0, 1]}]     (optional)
-    answer: {expected, aliases, mode, rel_tol, abs_tol}   the deterministic check
+    answer: {expected, aliases, mode, rel_tol, abs_tol, extract, accents, candidates, evidence}
+                                  the deterministic check: the ``answer`` verifier's arguments, graded with
+                                  the episode's calls, hidden/ and prompt (one answer only; see answer.py)
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def _newest(con, answer, calls, p):
     rows = con.execute("SELECT id, year FROM books WHERE author = ?", (p["author"],)).fetchall()
     top = max(r["year"] for r in rows)
     newest = {r["id"] for r in rows if r["year"] == top}
-    named = set(re.findall(r"\bBK-\d{4}\b", answer or ""))
+    named = _book_ids(answer or "")
     if len(named) != 1:
         return 0.0, {"reason": f"the answer names {len(named)} book ids; the request asks for one"}
     book = named.pop()
@@ -52,6 +52,16 @@ def _newest(con, answer, calls, p):
     if not any(c.get("ok") and book in str(c.get("content", "")) for c in calls):
         return 0.0, {"reason": f"{book} never appeared in a tool result: the answer is not grounded"}
     return 1.0, {"book": book}
+
+
+def _book_ids(text):
+    """Book ids however written: NFKC (full-width forms), any dash or minus sign, any case, so
+    "BK-0042 (or bk\u20110043)" names two books."""
+    import unicodedata
+
+    text = unicodedata.normalize("NFKC", text).translate(
+        dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2043\u2212\ufe58\ufe63\uff0d"), "-"))
+    return {"BK-" + d for d in re.findall(r"(?<![A-Z0-9])BK\s?-\s?(\d{4})(?!\d)", text.upper())}
 
 
 def _untouched(con, p):

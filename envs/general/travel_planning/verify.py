@@ -3,8 +3,10 @@
 It judges the agent's work against the database and the task's constraints, never against the
 reference plan, so every plan that meets the request passes and any other fails:
 
-- lookup tasks: the final answer names exactly one item, an optimal one for the request, with its
-  price, and that item appeared in a tool result of the episode (the answer is grounded, not guessed);
+- lookup tasks: the final answer names exactly one item (ids are read however written: any dash,
+  any case), an optimal one for the request, with its price, every number it states is true of that
+  item or repeats the request (so "one of: 0 1 2 ... 500" or "95 or 120 EUR" fails), and that item
+  appeared in a tool result of the episode (the answer is grounded, not guessed);
 - plan tasks: the last accepted ``submit_result`` holds exactly the requested items (one per hotel
   night, meal, visit and journey), each exists, is in the right place and meets its filters, each
   "cheapest"/"best-rated"/... choice is optimal, the conditional rules hold for the chosen items, the
@@ -16,6 +18,7 @@ reference plan, so every plan that meets the request passes and any other fails:
 
 import re
 import sqlite3
+import unicodedata
 
 TABLES = {"hotel": "hotels", "restaurant": "restaurants", "attraction": "attractions", "transport": "transport"}
 PRICE = {"hotel": "price_per_night", "restaurant": "price_per_person", "attraction": "entry_fee",
@@ -136,8 +139,9 @@ def _lookup(con, answer, calls, p):
     rows = candidates(con, kind, p["place"], p.get("filters"))
     target = best(kind, rows, p["pick"])
     optimal = {r["id"]: r for r in rows if value(kind, r, p["pick"]) == target}
-    text = answer or ""
-    named = set(re.findall(r"\b%s-\d{4}\b" % PREFIX[kind], text))
+    text = _canon(answer or "")
+    named = set(re.findall(r"(?<![A-Z0-9])%s\s?-\s?(\d{4})(?!\d)" % PREFIX[kind], text.upper()))
+    named = {f"{PREFIX[kind]}-{n}" for n in named}
     if not named:
         return 0.0, {"reason": f"the answer names no {kind} id"}
     if len(named) > 1:
@@ -145,15 +149,41 @@ def _lookup(con, answer, calls, p):
     item = named.pop()
     if item not in optimal:
         return 0.0, {"reason": f"{item} is not the {p['pick'].replace('_', '-')} match", "expected_any_of": sorted(optimal)}
-    price = optimal[item][PRICE[kind]]
-    rest = re.sub(r"\b[A-Z]-\d{4}\b", " ", text)
+    row = optimal[item]
+    price = row[PRICE[kind]]
+    rest = re.sub(r"(?<![A-Za-z0-9])[A-Za-z]\s?-\s?\d{4}(?!\d)|\b\d{1,2}:\d{2}\b", " ", text)
     numbers = {float(n.replace(",", "")) for n in re.findall(r"\d[\d,]*(?:\.\d+)?", rest)}
     if float(price) not in numbers and not (price == 0 and re.search(r"\bfree\b", rest, re.I)):
         return 0.0, {"reason": f"the answer does not state the price ({price} EUR)"}
+    untrue = sorted(numbers - _facts(row, p))
+    if untrue:
+        return 0.0, {"reason": f"the answer states {', '.join(f'{n:g}' for n in untrue[:5])}, not true of {item} nor "
+                               f"in the request: one price is asked for"}
     grounded = any(c.get("ok") and item in str(c.get("content", "")) for c in calls)
     if not grounded:
         return 0.0, {"reason": f"{item} never appeared in a tool result: the answer is not grounded in the episode"}
     return 1.0, {"item": item}
+
+
+_DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2043\u2212\ufe58\ufe63\uff0d"), "-")
+
+
+def _canon(text):
+    """NFKC (full-width letters and digits) with every dash read as "-": "a\u20110013" is a-0013."""
+    return unicodedata.normalize("NFKC", str(text)).translate(_DASHES)
+
+
+def _facts(row, p):
+    """The numbers a lookup answer may state: the item's own values (also those inside its name or address;
+    not its keys) and the request's (its filters)."""
+    out = set()
+    own = [row[k] for k in row.keys() if k != "id" and not k.endswith("_id")]  # not the db's keys
+    for v in own + list((p.get("filters") or {}).values()):
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.add(float(v))
+        elif isinstance(v, str):
+            out.update(float(n.replace(",", "")) for n in re.findall(r"\d[\d,]*(?:\.\d+)?", v))
+    return out
 
 
 # ------------------------------------------------------------------ plans

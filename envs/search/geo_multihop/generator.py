@@ -4,28 +4,35 @@ Runs on the host, offline, with no model: the search family's path for a fresh m
 indexes the shipped corpus (``data/corpus/geo.jsonl.gz``, pages rendered from GeoNames, countryinfo and
 pycountry data) into ``env/state/corpus.sqlite``, copies the search tools, and composes questions from
 the facts behind the pages, starting from long-tail cities (rarely mentioned names; see
-``envgen.corpus.mine_entities``). Templates vary depth (hops from page to linked page) and breadth
-(pages compared side by side); one asks in German, French or Spanish over the translated pages:
+``envgen.corpus.mine_entities``).
 
-    capital         city -> its country -> capital                                  depth 2
-    calling-code    city -> its country -> calling code                             depth 2
-    currency        city -> its country -> currency                                 depth 2
-    nearest-pop     city -> nearest city -> population (a number)                   depth 2
-    nearest-capital city -> nearest city -> its country -> capital                  depth 3
+Every answer depends on a fact only this corpus has: GeoNames populations and the "nearest city in this
+encyclopedia" links (computed over the ~2,100 cities it holds, so they differ from the real map). No
+question asks for a fact of a country (capital, currency, calling code, neighbours: world knowledge
+answers those from the city's name alone). Templates vary depth (hops from page to linked page) and
+breadth (pages compared side by side); one asks in German, French or Spanish over the translated pages:
+
+    nearest-pop     city -> nearest city -> its population                          depth 2
+    second-nearest  city -> nearest city -> that city's nearest (a name)            depth 2
     pop-difference  two cities -> difference of populations                         breadth 2
-    neighbour       city -> country -> every neighbour -> the most populous         depth 2, breadth 2-6
-    capital-tz      city -> country -> capital city -> time zone                    depth 3
-    translated      (de/fr/es) city -> country -> currency, in that language        depth 2
+    hop-pop         city -> nearest -> its nearest -> population                    depth 3
+    nearest-gap     city and its nearest city -> difference of populations          depth 2, breadth 2
+    bigger-of-two   nearest and its nearest -> the more populous (a name)           depth 3, breadth 2
+    trip-km         city -> nearest -> its nearest: the two distances summed        depth 2, breadth 2
+    translated      (de/fr/es) city -> nearest city -> its population               depth 2
 
 Each reference is found the way an agent would find it: a recorded search for the start entity (which
 must come up in the first results), then ``open`` on the links the pages show, and the answer must be
 on the last page opened. Every task carries a rubric (criteria and pitfalls from the same facts) and a
-deterministic answer check (aliases, accents ignored, numbers exact), as a ``rubric`` verifier.
+deterministic answer check, as a ``rubric`` verifier: one answer only (numbers exact; names with the
+aliases GeoNames gives, any other city name of ``hidden/names/city.txt`` in the answer scores 0), and
+the facts it rests on must have come back from a tool call of the episode (``evidence``).
 """
 
 from __future__ import annotations
 
 import random
+import re
 import shutil
 import time
 from pathlib import Path
@@ -34,10 +41,11 @@ from typing import Any, Callable
 from envgen.corpus import build_index, mine_entities, read_docs, shipped_corpus
 from envgen.families import Generated, ReferenceFailed, ToolRecorder, fresh_workdir, load_module
 from envgen.pack import Limits, Task
+from envgen.paths import bundled
 
 HERE = Path(__file__).resolve().parent
 FAMILY, CATEGORY = "search", "geo-multihop"
-VERSION = 1
+VERSION = 2
 DEFAULT_TASKS = 120
 MAX_ATTEMPTS = 200
 SEARCH_DEPTH = 5
@@ -52,6 +60,15 @@ INSTRUCTION = {
     "es": "Usa las herramientas search y open para buscar en la enciclopedia sin conexión. Termina tu respuesta "
           "con una línea de la forma 'Answer: <tu respuesta>'.",
 }
+PROMINENT = 5
+"""A name answer is never a capital or one of its country's this many largest cities (the ones its page lists):
+world knowledge guesses those ("the bigger city near X" is often the well-known one)."""
+CITY_NAMES = "names/city.txt"
+"""In hidden/: the names of every city (titles and usable alternate names), the candidates of name answers."""
+KIT = load_module(bundled("verifiers") / "envgen_verifiers" / "answer.py", "envgen_kit_answer")
+QUESTION_WORDS = ["answer", "city", "cities", "nearest", "inhabitants", "population", "encyclopedia", "trip",
+                  "according", "km", "more", "which", "this", "that", "own", "page", "start", "capital", "country"]
+"""Words an answer's own sentence may use: never read as a city's name (the pages' own words are added)."""
 
 
 class Infeasible(Exception):
@@ -76,12 +93,54 @@ class World:
                     self.countries[f["iso2"]] = {**f, "id": d.id}
             elif d.lang in self.translated:
                 self.translated[d.lang][d.id] = {**f, "title": d.title}
+        self._names(docs)
+        by_country: dict[str, list[dict]] = {}
+        for c in self.cities.values():
+            by_country.setdefault(c["country"], []).append(c)
+        self.prominent = {c["geonameid"] for c in self.cities.values() if c["is_capital"]}
+        for cs in by_country.values():
+            self.prominent.update(c["geonameid"] for c in sorted(cs, key=lambda c: -c["population"])[:PROMINENT])
         ents = mine_entities(index, spans=False)
         score = {e.doc_id: e.score for e in ents}
         self.longtail = sorted((c for c in self.cities.values() if self.titles[c["name"]] == 1),
                                key=lambda c: (-score.get(c["id"], 0.0), c["geonameid"]))
         self.score = score
         self.weights = [score.get(c["id"], 0.0) ** 2 for c in self.longtail]
+
+    def _names(self, docs: list) -> None:
+        """Every city's names as answers match them: the title, and the alternate names GeoNames gives that
+        are names (not airport codes, not words the pages use, not a country's name), once each."""
+        template_words = set()
+        for d in docs:
+            if d.lang == "en":
+                text = re.sub(r"Other names: [^\n]*?\.(?= |$)", " ", d.text)
+                template_words.update(w for w in re.findall(r"[^\W\d_]+", text) if w.islower())
+        template_words.update(w.casefold() for w in re.findall(r"[^\W\d_]+", " ".join(QUESTION_WORDS)))
+        countries = {KIT.name_key(c["name"], False) for c in self.countries.values()}
+
+        def usable(name: str) -> bool:
+            key = KIT.name_key(name, False)
+            return (len(name) >= 4 and not name.isupper() and bool(key) and key not in countries
+                    and not set(key) <= template_words)
+
+        self.names: dict[int, list[str]] = {}
+        owners: dict[tuple, set] = {}
+        for gid, c in self.cities.items():
+            names = [c["name"]] + [a for a in c["alt_names"] if usable(a)]
+            self.names[gid] = names
+            for n in names:
+                owners.setdefault(KIT.name_key(n, False), set()).add(gid)
+        self._owners = owners
+
+    def aliases(self, city: dict) -> list[str]:
+        """The city's other names that name no other city (an ambiguous name earns no credit)."""
+        own = KIT.name_key(city["name"], False)
+        return [n for n in self.names[city["geonameid"]][1:]
+                if KIT.name_key(n, False) != own and self._owners[KIT.name_key(n, False)] == {city["geonameid"]}]
+
+    def name_list(self) -> str:
+        """hidden/names/city.txt: every city name an answer is checked against, one a line."""
+        return "".join(n + "\n" for n in sorted({n for ns in self.names.values() for n in ns}))
 
     def start(self, rng: random.Random) -> dict:
         """A long-tail city, drawn with weight score^2 (rarely mentioned names first)."""
@@ -109,14 +168,6 @@ class Nav:
             raise ReferenceFailed(f"{page['id']} has no link to a {prefix} page")
         return self.tb.open(id_or_url=links[0]["id"])
 
-    def open(self, page_id: str) -> dict:
-        return self.tb.open(id_or_url=page_id)
-
-
-def _needs(text: str, value: str) -> None:
-    if value not in text:
-        raise ReferenceFailed(f"the answer {value!r} is not on the last page opened")
-
 
 def _fmt(n: int) -> str:
     return f"{n:,}"
@@ -125,69 +176,39 @@ def _fmt(n: int) -> str:
 Spec = dict[str, Any]
 
 
-def t_capital(w: World, rng: random.Random, nav: Nav) -> Spec:
-    c = w.start(rng)
-    country = w.countries[c["country"]]
-    if c["is_capital"] or not country["capital"]:
-        raise Infeasible("trivial")
-    page = nav.find(c["name"], c["id"])
-    cp = nav.follow(page, "country/")
-    _needs(cp["text"], f"Its capital is {country['capital']}.")
-    wrong = [w.countries[n]["capital"] for n in country["neighbours"] if w.countries[n]["capital"]]
-    return dict(template="capital", depth=2, breadth=1, start=c,
-                question=f"In this encyclopedia, the city of {c['name']} lies in some country. What is the capital "
-                         f"of that country?",
-                explanation=f"{c['name']} lies in {country['name']}, whose capital is {country['capital']}.",
-                answer=country["capital"], aliases=[],
-                criteria=[("Names " + country["capital"] + " as the capital", 3.0),
-                          (f"Identifies that {c['name']} lies in {country['name']}", 1.0)],
-                pitfalls=[f"Gives the capital of a neighbouring country (e.g. {wrong[0]})"] if wrong else [])
+def _shown(page: dict, n: int) -> str:
+    """``n`` as the page writes it ("31,097", "31.097", "31 097"): the answer's evidence. The answer must be on
+    the last page opened."""
+    for m in re.finditer(r"\d{1,3}(?:[,.\u00a0\u202f ]\d{3})+|\d+", page["text"]):
+        if int(re.sub(r"\D", "", m.group())) == n:
+            return m.group()
+    raise ReferenceFailed(f"{n} is not on the last page opened ({page['id']})")
 
 
-def t_calling_code(w: World, rng: random.Random, nav: Nav) -> Spec:
-    c = w.start(rng)
-    country = w.countries[c["country"]]
-    code = country["phone"]
-    if not code.isdigit():
-        raise Infeasible("compound calling code")
-    page = nav.find(c["name"], c["id"])
-    cp = nav.follow(page, "country/")
-    _needs(cp["text"], f"+{code}")
-    return dict(template="calling-code", depth=2, breadth=1, start=c,
-                question=f"What is the international calling code of the country in which the city of {c['name']} "
-                         f"lies? Give the digits.",
-                explanation=f"{c['name']} lies in {country['name']}.", answer=code, aliases=[f"+{code}"],
-                criteria=[(f"Gives the calling code {code} (with or without a leading +)", 3.0),
-                          (f"Identifies that {c['name']} lies in {country['name']}", 1.0)],
-                pitfalls=["Gives a telephone area code or a postal code instead of the country calling code"])
+def _hop(w: World, nav: Nav, page: dict, city: dict) -> tuple[dict, dict]:
+    """From an open city page to its nearest city's page, as the page links it."""
+    near = w.cities[city["nearest"]]
+    nxt = nav.follow(page, "city/")
+    if nxt["id"] != near["id"]:
+        raise ReferenceFailed(f"{page['id']} links {nxt['id']} first, not its nearest city {near['id']}")
+    return near, nxt
 
 
-def t_currency(w: World, rng: random.Random, nav: Nav) -> Spec:
-    c = w.start(rng)
-    country = w.countries[c["country"]]
-    if not country["currency_code"]:
-        raise Infeasible("no currency")
-    page = nav.find(c["name"], c["id"])
-    cp = nav.follow(page, "country/")
-    _needs(cp["text"], f"{country['currency']} ({country['currency_code']})")
-    return dict(template="currency", depth=2, breadth=1, start=c,
-                question=f"Which currency is used in the country where the city of {c['name']} is located? "
-                         f"Give the currency's name.",
-                explanation=f"{c['name']} lies in {country['name']}, which uses the {country['currency']} "
-                            f"({country['currency_code']}).",
-                answer=country["currency"], aliases=[country["currency_code"]],
-                criteria=[(f"Names the {country['currency']} ({country['currency_code']})", 3.0),
-                          (f"Identifies that {c['name']} lies in {country['name']}", 1.0)],
-                pitfalls=["Names the currency of a different country"])
+def _onward(w: World, c: dict) -> tuple[dict, dict]:
+    """The city nearest to ``c`` and that city's own nearest, which must lead on (not back to ``c``)."""
+    near = w.cities[c["nearest"]]
+    far = w.cities[near["nearest"]]
+    if far["geonameid"] == c["geonameid"]:
+        raise Infeasible("the nearest city's nearest city is the start again")
+    return near, far
 
 
 def t_nearest_pop(w: World, rng: random.Random, nav: Nav) -> Spec:
     c = w.start(rng)
-    near = w.cities[c["nearest"]]
     page = nav.find(c["name"], c["id"])
-    np_ = nav.follow(page, "city/")
-    _needs(np_["text"], f"population of {_fmt(near['population'])}")
-    return dict(template="nearest-pop", depth=2, breadth=1, start=c, numeric=True,
+    near, np_ = _hop(w, nav, page, c)
+    shown = _shown(np_, near["population"])
+    return dict(template="nearest-pop", depth=2, breadth=1, start=c, numeric=True, evidence=[shown],
                 question=f"According to GeoNames, how many inhabitants does the city nearest to {c['name']} have "
                          f"(the nearest among the cities of this encyclopedia)?",
                 explanation=f"The city nearest to {c['name']} is {near['name']}.", answer=str(near["population"]),
@@ -197,42 +218,16 @@ def t_nearest_pop(w: World, rng: random.Random, nav: Nav) -> Spec:
                 pitfalls=[f"Gives the population of {c['name']} itself ({_fmt(c['population'])})"])
 
 
-def t_nearest_capital(w: World, rng: random.Random, nav: Nav) -> Spec:
-    c = w.start(rng)
-    near = w.cities[c["nearest"]]
-    country = w.countries[near["country"]]
-    if not country["capital"] or near["is_capital"]:
-        raise Infeasible("trivial")
-    page = nav.find(c["name"], c["id"])
-    np_ = nav.follow(page, "city/")
-    cp = nav.follow(np_, "country/")
-    _needs(cp["text"], f"Its capital is {country['capital']}.")
-    cross = near["country"] != c["country"]
-    return dict(template="nearest-capital", depth=3, breadth=1, start=c,
-                question=f"Find the city nearest to {c['name']} in this encyclopedia. What is the capital of the "
-                         f"country that this nearest city lies in?",
-                explanation=f"The city nearest to {c['name']} is {near['name']}, in {country['name']}, whose capital "
-                            f"is {country['capital']}.",
-                answer=country["capital"], aliases=[],
-                criteria=[(f"Names {country['capital']} as the capital", 3.0),
-                          (f"Identifies {near['name']} as the nearest city", 1.0),
-                          (f"Identifies that {near['name']} lies in {country['name']}", 1.0)],
-                pitfalls=([f"Gives the capital of {w.countries[c['country']]['name']}, the country of "
-                           f"{c['name']} itself"] if cross else []))
-
-
 def t_pop_difference(w: World, rng: random.Random, nav: Nav) -> Spec:
     a, b = w.start(rng), w.start(rng)
     if a["geonameid"] == b["geonameid"] or a["population"] == b["population"]:
         raise Infeasible("same city or same population")
     if a["population"] < b["population"]:
         a, b = b, a
-    pa = nav.find(a["name"], a["id"])
-    _needs(pa["text"], f"population of {_fmt(a['population'])}")
-    pb = nav.find(b["name"], b["id"])
-    _needs(pb["text"], f"population of {_fmt(b['population'])}")
+    ea = _shown(nav.find(a["name"], a["id"]), a["population"])
+    eb = _shown(nav.find(b["name"], b["id"]), b["population"])
     diff = a["population"] - b["population"]
-    return dict(template="pop-difference", depth=1, breadth=2, start=a, numeric=True,
+    return dict(template="pop-difference", depth=1, breadth=2, start=a, numeric=True, evidence=[ea, eb],
                 question=f"According to GeoNames, how many more inhabitants does {a['name']} have than "
                          f"{b['name']}?",
                 explanation=f"{a['name']} has {_fmt(a['population'])} inhabitants and {b['name']} "
@@ -243,64 +238,115 @@ def t_pop_difference(w: World, rng: random.Random, nav: Nav) -> Spec:
                 pitfalls=["Gives one of the two populations instead of their difference"])
 
 
-def t_neighbour(w: World, rng: random.Random, nav: Nav) -> Spec:
+def t_nearest_gap(w: World, rng: random.Random, nav: Nav) -> Spec:
     c = w.start(rng)
-    country = w.countries[c["country"]]
-    ns = [w.countries[n] for n in country["neighbours"]]
-    if not 2 <= len(ns) <= 6:
-        raise Infeasible("too few or too many neighbours")
-    ranked = sorted(ns, key=lambda n: -n["population"])
-    if ranked[0]["population"] == ranked[1]["population"]:
+    page = nav.find(c["name"], c["id"])
+    own = _shown(page, c["population"])
+    near, np_ = _hop(w, nav, page, c)
+    if near["population"] == c["population"]:
+        raise Infeasible("same population")
+    diff = abs(near["population"] - c["population"])
+    return dict(template="nearest-gap", depth=2, breadth=2, start=c, numeric=True,
+                evidence=[own, _shown(np_, near["population"])],
+                question=f"According to GeoNames, what is the difference between the population of {c['name']} "
+                         f"and that of the city nearest to it in this encyclopedia? Give it as a positive number.",
+                explanation=f"{c['name']} has {_fmt(c['population'])} inhabitants; the city nearest to it, "
+                            f"{near['name']}, has {_fmt(near['population'])}.", answer=str(diff), aliases=[],
+                criteria=[(f"Gives the difference {_fmt(diff)}", 3.0),
+                          (f"Identifies {near['name']} as the city nearest to {c['name']}", 1.0),
+                          (f"Uses {_fmt(near['population'])} for {near['name']}", 1.0)],
+                pitfalls=[f"Gives the population of {near['name']} or of {c['name']} instead of the difference"])
+
+
+def t_second_nearest(w: World, rng: random.Random, nav: Nav) -> Spec:
+    c = w.start(rng)
+    near, far = _onward(w, c)
+    if w.titles.get(far["name"], 0) != 1 or far["geonameid"] in w.prominent:
+        raise Infeasible("ambiguous or well-known answer")
+    page = nav.find(c["name"], c["id"])
+    near, np_ = _hop(w, nav, page, c)
+    if far["name"] not in np_["text"]:
+        raise ReferenceFailed(f"{far['name']!r} is not on the last page opened")
+    return dict(template="second-nearest", depth=2, breadth=1, start=c, evidence=[far["name"]],
+                question=f"In this encyclopedia, find the city nearest to {c['name']}. Which city does that city's "
+                         f"own page give as its nearest city?",
+                explanation=f"The city nearest to {c['name']} is {near['name']}, and the city nearest to "
+                            f"{near['name']} is {far['name']}.",
+                answer=far["name"], aliases=w.aliases(far), candidates=CITY_NAMES,
+                criteria=[(f"Names {far['name']}", 3.0),
+                          (f"Identifies {near['name']} as the city nearest to {c['name']}", 1.0)],
+                pitfalls=[f"Names {near['name']}, the city nearest to {c['name']} itself"])
+
+
+def t_hop_pop(w: World, rng: random.Random, nav: Nav) -> Spec:
+    c = w.start(rng)
+    near, far = _onward(w, c)
+    page = nav.find(c["name"], c["id"])
+    near, np_ = _hop(w, nav, page, c)
+    far, fp = _hop(w, nav, np_, near)
+    return dict(template="hop-pop", depth=3, breadth=1, start=c, numeric=True,
+                evidence=[_shown(fp, far["population"])],
+                question=f"Start at {c['name']} in this encyclopedia, go to the city nearest to it, then to the city "
+                         f"nearest to that one. According to GeoNames, how many inhabitants does this last city have?",
+                explanation=f"{c['name']} -> {near['name']} -> {far['name']}.", answer=str(far["population"]),
+                aliases=[],
+                criteria=[(f"Gives the population {_fmt(far['population'])}", 3.0),
+                          (f"Identifies {near['name']} and then {far['name']} as the nearest cities", 1.0)],
+                pitfalls=[f"Gives the population of {near['name']} ({_fmt(near['population'])}), one hop short"])
+
+
+def t_trip_km(w: World, rng: random.Random, nav: Nav) -> Spec:
+    c = w.start(rng)
+    near, far = _onward(w, c)
+    page = nav.find(c["name"], c["id"])
+    near, np_ = _hop(w, nav, page, c)
+    legs = []
+    for p, city, to in ((page, c, near), (np_, near, far)):
+        shown = f"about {city['nearest_km']} km"
+        if shown not in p["text"] or to["name"] not in p["text"]:
+            raise ReferenceFailed(f"{p['id']} does not give the distance to {to['name']}")
+        legs.append(shown)
+    total = c["nearest_km"] + near["nearest_km"]
+    return dict(template="trip-km", depth=2, breadth=2, start=c, numeric=True, evidence=legs,
+                question=f"Go from {c['name']} to the city nearest to it in this encyclopedia, and from there on to "
+                         f"that city's own nearest city. Using the distances the encyclopedia gives (in km), how "
+                         f"long is the whole trip?",
+                explanation=f"{c['name']} -> {near['name']} ({c['nearest_km']} km) -> {far['name']} "
+                            f"({near['nearest_km']} km).", answer=str(total), aliases=[],
+                criteria=[(f"Gives {total} km", 3.0),
+                          (f"Uses {c['nearest_km']} km to {near['name']} and {near['nearest_km']} km on to "
+                           f"{far['name']}", 1.0)],
+                pitfalls=["Gives only one leg of the trip"])
+
+
+def t_bigger_of_two(w: World, rng: random.Random, nav: Nav) -> Spec:
+    c = w.start(rng)
+    near, far = _onward(w, c)
+    if near["population"] == far["population"]:
         raise Infeasible("tie")
+    big, small = (near, far) if near["population"] > far["population"] else (far, near)
+    if w.titles.get(big["name"], 0) != 1 or big["geonameid"] in w.prominent:
+        raise Infeasible("ambiguous or well-known answer")
     page = nav.find(c["name"], c["id"])
-    cp = nav.follow(page, "country/")
-    opened = {}
-    for ln in cp["links"]:
-        if ln["id"].startswith("country/"):
-            opened[ln["id"]] = nav.open(ln["id"])
-    best = ranked[0]
-    _needs(opened[best["id"]]["text"], f"population of {_fmt(best['population'])}")
-    return dict(template="neighbour", depth=2, breadth=len(ns), start=c,
-                question=f"Among the countries that share a land border with the country where {c['name']} lies, "
-                         f"which has the largest population according to GeoNames?",
-                explanation=f"{c['name']} lies in {country['name']}; of its neighbours, {best['name']} has the most "
-                            f"inhabitants.", answer=best["name"], aliases=[best["iso3"]],
-                criteria=[(f"Names {best['name']}", 3.0),
-                          (f"Identifies that {c['name']} lies in {country['name']}", 1.0),
-                          (f"Considers all {len(ns)} neighbours of {country['name']}", 1.0)],
-                pitfalls=[f"Names {country['name']} itself", f"Names {ranked[1]['name']}, the second most populous "
-                          "neighbour"])
-
-
-def t_capital_tz(w: World, rng: random.Random, nav: Nav) -> Spec:
-    c = w.start(rng)
-    country = w.countries[c["country"]]
-    cap_id = country.get("capital_id")
-    if not cap_id or c["is_capital"] or cap_id not in w.cities:
-        raise Infeasible("capital has no page")
-    cap = w.cities[cap_id]
-    if cap["timezone"] == c["timezone"] and rng.random() < 0.5:
-        raise Infeasible("same zone; draw again half the time so answers differ from the start city's")
-    page = nav.find(c["name"], c["id"])
-    cp = nav.follow(page, "country/")
-    capp = nav.open(cap["id"])
-    if not any(ln["id"] == cap["id"] for ln in cp["links"]):
-        raise Infeasible("the country page does not link its capital")
-    _needs(capp["text"], f"in the {cap['timezone']} time zone")
-    return dict(template="capital-tz", depth=3, breadth=1, start=c,
-                question=f"In which time zone (give its IANA name, like Europe/Paris) is the capital of the country "
-                         f"where {c['name']} lies?",
-                explanation=f"{c['name']} lies in {country['name']}, whose capital {cap['name']} is in the "
-                            f"{cap['timezone']} zone.", answer=cap["timezone"], aliases=[],
-                criteria=[(f"Gives {cap['timezone']}", 3.0), (f"Identifies {cap['name']} as the capital", 1.0)],
-                pitfalls=([f"Gives the time zone of {c['name']} itself ({c['timezone']})"]
-                          if c["timezone"] != cap["timezone"] else []))
+    near, np_ = _hop(w, nav, page, c)
+    far, fp = _hop(w, nav, np_, near)
+    evidence = [_shown(np_, near["population"]), _shown(fp, far["population"])]
+    return dict(template="bigger-of-two", depth=3, breadth=2, start=c, evidence=evidence,
+                question=f"Take the city nearest to {c['name']} in this encyclopedia, and that city's own nearest "
+                         f"city. Which of these two cities has more inhabitants according to GeoNames?",
+                explanation=f"{near['name']} has {_fmt(near['population'])} inhabitants and {far['name']} "
+                            f"{_fmt(far['population'])}.",
+                answer=big["name"], aliases=w.aliases(big), candidates=CITY_NAMES,
+                criteria=[(f"Names {big['name']}", 3.0),
+                          (f"Compares {_fmt(near['population'])} ({near['name']}) with {_fmt(far['population'])} "
+                           f"({far['name']})", 1.0)],
+                pitfalls=[f"Names {small['name']}, the smaller of the two", f"Names {c['name']} itself"])
 
 
 LANG_Q = {
-    "de": "In welchem Land liegt die Stadt {city}? Wie heißt die Währung dieses Landes?",
-    "fr": "Dans quel pays se trouve la ville de {city} ? Quelle est la monnaie de ce pays ?",
-    "es": "¿En qué país se encuentra la ciudad de {city}? ¿Cuál es la moneda de ese país?",
+    "de": "Wie viele Einwohner hat laut GeoNames die Stadt dieser Enzyklopädie, die {city} am nächsten liegt?",
+    "fr": "Selon GeoNames, combien d'habitants compte la ville de cette encyclopédie la plus proche de {city} ?",
+    "es": "Según GeoNames, ¿cuántos habitantes tiene la ciudad de esta enciclopedia más cercana a {city}?",
 }
 
 
@@ -309,31 +355,26 @@ def t_translated(w: World, rng: random.Random, nav: Nav) -> Spec:
     pages = w.translated[lang]
     city_ids = sorted(i for i, f in pages.items() if i.startswith("city/"))
     pid = rng.choices(city_ids, weights=[w.score.get(i.split("@")[0], 0.0) ** 2 for i in city_ids], k=1)[0]
-    gid = pages[pid]["geonameid"]
-    c = w.cities[gid]
+    c = w.cities[pages[pid]["geonameid"]]
     if w.titles.get(c["name"], 0) != 1:
         raise Infeasible("ambiguous name")
-    cc = c["country"]
-    cpage = pages.get(f"country/{cc}@{lang}")
-    if cpage is None or not w.countries[cc]["currency_code"]:
-        raise Infeasible("no translated country page")
+    near = w.cities[c["nearest"]]
     page = nav.find(c["name"], pid, lang=lang)
-    cp = nav.follow(page, "country/")
-    cur = cpage["currency"]
-    _needs(cp["text"], cur)
-    en = w.countries[cc]
-    aliases = sorted({en["currency_code"], en["currency"]} - {cur})
-    return dict(template="translated", depth=2, breadth=1, start=c, lang=lang,
+    np_ = nav.follow(page, "city/")
+    if np_["id"].split("@")[0] != near["id"]:
+        raise ReferenceFailed(f"{pid} links {np_['id']} first, not its nearest city {near['id']}")
+    shown = _shown(np_, near["population"])
+    return dict(template="translated", depth=2, breadth=1, start=c, lang=lang, numeric=True, evidence=[shown],
                 question=LANG_Q[lang].format(city=c["name"]),
-                explanation=f"{c['name']}: {cpage['title']}.", answer=cur, aliases=aliases,
-                criteria=[(f"Names the currency {cur} ({en['currency_code']})", 3.0),
-                          (f"Identifies the country as {cpage['title']}", 1.0)],
-                pitfalls=["Answers in a language other than the question's while naming a different currency"])
+                explanation=f"{c['name']} -> {near['name']}.", answer=str(near["population"]), aliases=[],
+                criteria=[(f"Gives the population {_fmt(near['population'])}", 3.0),
+                          (f"Identifies {near['name']} as the city nearest to {c['name']}", 1.0)],
+                pitfalls=[f"Gives the population of {c['name']} itself ({_fmt(c['population'])})"])
 
 
 TEMPLATES: list[Callable[[World, random.Random, Nav], Spec]] = [
-    t_capital, t_nearest_pop, t_neighbour, t_calling_code, t_nearest_capital, t_pop_difference, t_currency,
-    t_capital_tz, t_translated]
+    t_nearest_pop, t_second_nearest, t_pop_difference, t_hop_pop, t_nearest_gap, t_bigger_of_two, t_trip_km,
+    t_translated]
 
 
 def _task(spec: Spec, calls: list, seed: int, i: int) -> Task:
@@ -346,7 +387,8 @@ def _task(spec: Spec, calls: list, seed: int, i: int) -> Task:
     if numeric:
         check.update(rel_tol=0.0, abs_tol=0.5)
     else:
-        check["accents"] = False
+        check.update(accents=False, candidates=spec["candidates"])
+    check["evidence"] = spec["evidence"]
     start = spec["start"]
     return Task(
         id=f"search-geo-s{seed}-{i:04d}",
@@ -371,8 +413,10 @@ def generate(workdir: Path, n_tasks: int, seed: int) -> Generated:
     index = env / "state" / "corpus.sqlite"
     build_index(docs, index)
     shutil.copy2(HERE.parent / "tools.py", env / "tools.py")
+    (hidden / CITY_NAMES).parent.mkdir(parents=True, exist_ok=True)
     t_index = time.perf_counter() - t0
     world = World(docs, index)
+    (hidden / CITY_NAMES).write_text(world.name_list(), encoding="utf-8")
     t_entities = time.perf_counter() - t0 - t_index
 
     tools = load_module(HERE.parent / "tools.py", "envgen_categories.search.geo_multihop_tools")
