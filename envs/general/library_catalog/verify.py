@@ -1,10 +1,12 @@
 """Verifier of the library-desk tasks (the pack's hidden/verify.py; stdlib only, Python 3.8+).
 
-It reads the database the episode left behind and checks the request was carried out, and nothing
-else was changed: the right loans renewed once, exactly one new loan of the right book at the right
-branch for the right member, late books checked in, fines settled, other members untouched, and a
-final ``submit_result`` naming the member and exactly the loans created or renewed. Lookup tasks need
-an answer naming the right book that appeared in a tool result of the episode.
+It reads the database the episode left behind and checks the request was carried out: the right loans
+renewed once, exactly one new loan of the right book at the right branch for the right member, late
+books checked in, fines settled, and a final ``submit_result`` naming the member and exactly the loans
+created or renewed. Lookup tasks need an answer naming the right book that appeared in a tool result of
+the episode. That nothing else changed (other members' loans and fines, extra loans, new tables) is the
+kit's whole-database check, declared in the task's verifier args as ``changes``: it compares every row
+with the pristine database plus the reference's change set, and overrides this function's score.
 """
 
 import datetime
@@ -31,9 +33,6 @@ def verify(answer, calls, params, ctx):
         submitted = args.get("loan_ids")
         if not isinstance(submitted, list):
             return 0.0, {"reason": "loan_ids is not a list"}
-        ok, why = _untouched(con, params)
-        if not ok:
-            return 0.0, {"reason": why}
         return (_renew if kind == "renew" else _borrow)(con, params, submitted)
     finally:
         con.close()
@@ -52,23 +51,6 @@ def _newest(con, answer, calls, p):
     if not any(c.get("ok") and book in str(c.get("content", "")) for c in calls):
         return 0.0, {"reason": f"{book} never appeared in a tool result: the answer is not grounded"}
     return 1.0, {"book": book}
-
-
-def _untouched(con, p):
-    """Other members' fines and the books' loan history changed only as the request allows."""
-    others = con.execute("SELECT coalesce(sum(fines), 0) FROM members WHERE id != ?", (p["member"],)).fetchone()[0]
-    if others != p["fines_others"]:
-        return False, "other members' fines changed"
-    returned = con.execute("SELECT count(*) FROM loans WHERE returned_on IS NOT NULL").fetchone()[0]
-    if returned != p["returned_before"] + len(p.get("returns", [])):
-        return False, f"{returned - p['returned_before']} loans were checked in, the request needed {len(p.get('returns', []))}"
-    for loan_id, before in sorted(p["loans_before"].items()):
-        if loan_id in p.get("renew", []) or before["copy_id"] in p.get("returns", []):
-            continue
-        row = con.execute("SELECT due, renewals, returned_on FROM loans WHERE id = ?", (loan_id,)).fetchone()
-        if (row["due"], row["renewals"], row["returned_on"]) != (before["due"], before["renewals"], None):
-            return False, f"loan {loan_id} was changed but the request did not ask for it"
-    return True, ""
 
 
 def _renew(con, p, submitted):
