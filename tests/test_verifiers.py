@@ -171,6 +171,16 @@ def test_net_change_only_and_insert_order(tmp_path):
     assert len(changeset(before, str(one / "state.db"))["tables"]["items"]["added"]) == 2
 
 
+def test_a_case_change_under_a_nocase_collation_is_a_change(tmp_path):
+    from envgen_verifiers.state import changeset
+
+    env, work = _pair(tmp_path, "CREATE TABLE u (id INTEGER PRIMARY KEY, name TEXT COLLATE NOCASE);"
+                                "INSERT INTO u VALUES (1, 'smith'), (2, 'Jones');")
+    _db(work / "state.db", "UPDATE u SET name = 'SMITH' WHERE id = 1;")
+    assert changeset(str(env / "state.db"), str(work / "state.db"))["tables"]["u"]["changed"] == [
+        {"key": [1], "before": {"name": "smith"}, "after": {"name": "SMITH"}}]
+
+
 def test_schema_changes_are_changes(tmp_path):
     from envgen_verifiers.state import changeset
 

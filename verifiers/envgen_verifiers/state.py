@@ -92,19 +92,33 @@ def digest(changes: dict) -> str:
     return "sha256:" + hashlib.sha256(_dumps(changes).encode()).hexdigest()
 
 
-# ------------------------------------------------------------------ reading one database
+# ------------------------------------------------------------------ reading the databases
 
 
-def _connect(path: str, pristine: bool) -> sqlite3.Connection:
+def _uri(path: str, pristine: bool) -> str:
     if not os.path.isfile(path):
         raise StateError(f"database {path} is missing")
-    uri = pathlib.Path(os.path.abspath(path)).as_uri() + ("?mode=ro&immutable=1" if pristine else "?mode=ro")
-    con = sqlite3.connect(uri, uri=True)
+    return pathlib.Path(os.path.abspath(path)).as_uri() + ("?mode=ro&immutable=1" if pristine else "?mode=ro")
+
+
+def _connect(before: str, after: str) -> sqlite3.Connection:
+    """One read-only connection: the end database as ``main``, the pristine one attached as ``p``."""
+    con = sqlite3.connect(_uri(after, False), uri=True)
     try:
-        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        con.execute("PRAGMA temp_store = MEMORY")  # EXCEPT's scratch b-trees: the sandbox's /tmp may be tiny
+        con.execute("SELECT count(*) FROM main.sqlite_master").fetchone()
     except sqlite3.DatabaseError as e:
         con.close()
-        raise StateError(f"database {path} cannot be read: {e}") from None
+        raise StateError(f"database {after} cannot be read: {e}") from None
+    try:
+        con.execute("ATTACH DATABASE ? AS p", (_uri(before, True),))
+        con.execute("SELECT count(*) FROM p.sqlite_master").fetchone()
+    except sqlite3.DatabaseError as e:
+        con.close()
+        raise StateError(f"database {before} cannot be read: {e}") from None
+    except StateError:
+        con.close()
+        raise
     return con
 
 
@@ -112,12 +126,28 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-class _Table:
-    """One table's columns, key and rows as read from one database."""
+def _fetch(con: sqlite3.Connection, sql: str) -> list:
+    try:
+        return con.execute(sql).fetchall()
+    except sqlite3.OperationalError as e:  # text that is not UTF-8: read it escaped, still comparable
+        if "decode" not in str(e):
+            raise
+        con.text_factory = lambda b: b.decode("utf-8", "backslashreplace")
+        try:
+            return con.execute(sql).fetchall()
+        finally:
+            con.text_factory = str
 
-    def __init__(self, con: sqlite3.Connection, name: str, virtual: bool):
-        self.name = name
-        info = con.execute(f"PRAGMA table_info({_q(name)})").fetchall()
+
+class _Table:
+    """One table of one database (``main`` or ``p``): columns and key; rows read when needed."""
+
+    def __init__(self, con: sqlite3.Connection, db: str, name: str, sql: str, virtual: bool):
+        self.con, self.db, self.name, self.virtual = con, db, name, virtual
+        self.collates = "COLLATE" in sql.upper()
+        """Some column may compare text with a collation other than BINARY (NOCASE would hide 'a' -> 'A')."""
+        self.ref = f"{db}.{_q(name)}"
+        info = con.execute(f"PRAGMA {db}.table_info({_q(name)})").fetchall()
         self.columns = [r[1] for r in info]
         self.pk = [r[1] for r in sorted((r for r in info if r[5]), key=lambda r: r[5])]
         lower = {c.lower() for c in self.columns}
@@ -125,30 +155,32 @@ class _Table:
         has_rowid = False
         if alias is not None:
             try:
-                con.execute(f"SELECT {alias} FROM {_q(name)} LIMIT 1").fetchall()
+                con.execute(f"SELECT {alias} FROM {self.ref} LIMIT 1").fetchall()
                 has_rowid = True
             except sqlite3.OperationalError:
                 pass
         types = {r[1]: (r[2] or "").strip().upper() for r in info}
         self.auto = (not virtual and has_rowid and len(self.pk) == 1 and types[self.pk[0]] == "INTEGER")
         """The key is an INTEGER PRIMARY KEY: the database assigns it to inserted rows."""
-        cols = ", ".join(_q(c) for c in self.columns)
-        sql = f"SELECT {cols} FROM {_q(name)}"
-        try:
-            self.rows = con.execute(sql).fetchall() if self.columns else []
-        except sqlite3.OperationalError as e:  # text that is not UTF-8: read it escaped, still comparable
-            if "decode" not in str(e):
-                raise
-            con.text_factory = lambda b: b.decode("utf-8", "backslashreplace")
-            try:
-                self.rows = con.execute(sql).fetchall()
-            finally:
-                con.text_factory = str
+        if self.columns:
+            con.execute(f"SELECT * FROM {self.ref} LIMIT 1").fetchall()  # unreadable (e.g. no module): fail now
+        self._rows = None
+
+    @property
+    def rows(self) -> list:
+        if self._rows is None:
+            cols = ", ".join(_q(c) for c in self.columns)
+            self._rows = _fetch(self.con, f"SELECT {cols} FROM {self.ref}") if self.columns else []
+        return self._rows
+
+    def null_key(self) -> bool:
+        cond = " OR ".join(f"{_q(c)} IS NULL" for c in self.pk)
+        return self.con.execute(f"SELECT 1 FROM {self.ref} WHERE {cond} LIMIT 1").fetchone() is not None
 
 
-def _read(con: sqlite3.Connection) -> tuple[dict, dict, dict]:
-    """(schema objects {"type name": sql}, pragmas, tables {name: _Table})."""
-    master = con.execute("SELECT type, name, sql FROM sqlite_master ORDER BY type, name").fetchall()
+def _read(con: sqlite3.Connection, db: str) -> tuple[dict, dict, dict]:
+    """(schema objects {"type name": sql}, pragmas, tables {name: _Table}) of database ``db``."""
+    master = con.execute(f"SELECT type, name, sql FROM {db}.sqlite_master ORDER BY type, name").fetchall()
     objects, tables, virtual = {}, [], set()
     for type_, name, sql in master:
         if name.lower().startswith("sqlite_"):
@@ -160,9 +192,9 @@ def _read(con: sqlite3.Connection) -> tuple[dict, dict, dict]:
             if text.upper().startswith("CREATE VIRTUAL TABLE"):
                 virtual.add(name)
     out, readable = {}, set()
-    for name in virtual:
+    for name in sorted(virtual):
         try:
-            out[name] = _Table(con, name, True)
+            out[name] = _Table(con, db, name, objects[f"table {name}"], True)
             readable.add(name.lower())
         except sqlite3.OperationalError:  # module not available here: compare its shadow tables instead
             pass
@@ -173,10 +205,10 @@ def _read(con: sqlite3.Connection) -> tuple[dict, dict, dict]:
         if any(low == v + s for v in readable for s in _SHADOW_SUFFIXES):
             continue
         try:
-            out[name] = _Table(con, name, False)
+            out[name] = _Table(con, db, name, objects[f"table {name}"], False)
         except sqlite3.DatabaseError as e:
             raise StateError(f"table {name} cannot be read: {e}") from None
-    pragmas = {"user_version": con.execute("PRAGMA user_version").fetchone()[0]}
+    pragmas = {"user_version": con.execute(f"PRAGMA {db}.user_version").fetchone()[0]}
     return objects, pragmas, out
 
 
@@ -188,17 +220,17 @@ def _ignored(patterns) -> callable:
     return lambda table, column: any(fnmatch.fnmatchcase(f"{table}.{column}".lower(), p) for p in pats)
 
 
-def _row(table: _Table, raw: tuple, keep: list) -> dict:
+def _row(raw: tuple, keep: list) -> dict:
     return {c: _value(raw[i]) for i, c in keep}
 
 
-def _keyed(table: _Table) -> dict | None:
+def _keyed(table: _Table, rows: list) -> dict | None:
     """{key tuple: raw row} when the table has a primary key that identifies every row; else None."""
     if not table.pk:
         return None
     idx = [table.columns.index(c) for c in table.pk]
     out = {}
-    for raw in table.rows:
+    for raw in rows:
         key = tuple(raw[i] for i in idx)
         if any(k is None for k in key) or key in out:
             return None
@@ -206,44 +238,63 @@ def _keyed(table: _Table) -> dict | None:
     return out
 
 
-def _diff_table(name: str, before: _Table | None, after: _Table | None, ignored) -> dict | None:
-    if before is not None and after is not None and before.columns == after.columns and before.pk == after.pk \
-            and before.rows == after.rows:
+def _candidates(before: _Table, after: _Table) -> tuple[list, list] | None:
+    """(old rows, new rows) of the rows that differ, found by SQLite (EXCEPT, binary collation) without
+    reading the table into Python; None when the table needs the full comparison (no key, a NULL key, a
+    changed shape, a virtual table)."""
+    if before.virtual or after.virtual or not before.pk or before.pk != after.pk or before.columns != after.columns \
+            or before.null_key() or after.null_key():
         return None
+    binary = " COLLATE BINARY" if before.collates or after.collates else ""  # keeps SQLite's fast path otherwise
+    sel = ", ".join(_q(c) + binary for c in before.columns)
+    con = after.con
+    new = _fetch(con, f"SELECT {sel} FROM {after.ref} EXCEPT SELECT {sel} FROM {before.ref}")
+    old = _fetch(con, f"SELECT {sel} FROM {before.ref} EXCEPT SELECT {sel} FROM {after.ref}")
+    return old, new
+
+
+def _diff_table(name: str, before: _Table | None, after: _Table | None, ignored) -> dict | None:
     ref = after or before
     keep_b = [(i, c) for i, c in enumerate(before.columns) if not ignored(name, c)] if before else []
     keep_a = [(i, c) for i, c in enumerate(after.columns) if not ignored(name, c)] if after else []
     if before is not None and after is not None and not keep_b and not keep_a:
         return None  # every column is volatile
-    same_key = before is None or after is None or (before.pk == after.pk)
-    kb = _keyed(before) if before is not None else {}
-    ka = _keyed(after) if after is not None else {}
+    quick = _candidates(before, after) if before is not None and after is not None else None
+    if quick is not None:  # primary keys are unique and not NULL here: the differing rows say it all
+        kb, ka = _keyed(before, quick[0]), _keyed(after, quick[1])
+    else:
+        if before is not None and after is not None and before.columns == after.columns and \
+                before.pk == after.pk and before.rows == after.rows:
+            return None
+        same_key = before is None or after is None or before.pk == after.pk
+        kb = _keyed(before, before.rows) if before is not None else {}
+        ka = _keyed(after, after.rows) if after is not None else {}
+        if not same_key:
+            kb = ka = None
     added, removed, changed = [], [], []
-    if same_key and ref.pk and kb is not None and ka is not None:
-        auto = ref.auto
+    if ref.pk and kb is not None and ka is not None:
         for key, raw in kb.items():
             if key not in ka:
-                removed.append(_row(before, raw, keep_b))
+                removed.append(_row(raw, keep_b))
         for key, raw in ka.items():
             old = kb.get(key)
             if old is None:
-                row = _row(after, raw, keep_a)
-                if auto:
+                row = _row(raw, keep_a)
+                if ref.auto:
                     row.pop(ref.pk[0], None)
                 added.append(row)
             elif old != raw or keep_a != keep_b:
-                rb, ra = _row(before, old, keep_b), _row(after, raw, keep_a)
-                if rb != ra or _dumps(rb) != _dumps(ra):
-                    cols = sorted(set(rb) | set(ra))
-                    diff = [c for c in cols if _dumps(rb.get(c, _ABSENT)) != _dumps(ra.get(c, _ABSENT))]
-                    if diff:
-                        changed.append({"key": [_value(k) for k in key],
-                                        "before": {c: rb.get(c, _ABSENT) for c in diff},
-                                        "after": {c: ra.get(c, _ABSENT) for c in diff}})
+                rb, ra = _row(old, keep_b), _row(raw, keep_a)
+                cols = sorted(set(rb) | set(ra))
+                diff = [c for c in cols if _dumps(rb.get(c, _ABSENT)) != _dumps(ra.get(c, _ABSENT))]
+                if diff:
+                    changed.append({"key": [_value(k) for k in key],
+                                    "before": {c: rb.get(c, _ABSENT) for c in diff},
+                                    "after": {c: ra.get(c, _ABSENT) for c in diff}})
         key = list(ref.pk)
     else:  # no usable key: the table is a multiset of rows
-        cb = Counter(_dumps(_row(before, r, keep_b)) for r in before.rows) if before else Counter()
-        ca = Counter(_dumps(_row(after, r, keep_a)) for r in after.rows) if after else Counter()
+        cb = Counter(_dumps(_row(r, keep_b)) for r in before.rows) if before else Counter()
+        ca = Counter(_dumps(_row(r, keep_a)) for r in after.rows) if after else Counter()
         removed = [json.loads(s) for s in (cb - ca).elements()]
         added = [json.loads(s) for s in (ca - cb).elements()]
         key = []
@@ -280,25 +331,23 @@ def changeset(before: str, after: str, ignore=()) -> dict:
     if _same_file(before, after):
         return {"schema": [], "tables": {}}
     ignored = _ignored(ignore)
-    cons = []
+    con = _connect(before, after)
     try:
-        cons.append(_connect(before, pristine=True))
-        cons.append(_connect(after, pristine=False))
         try:
-            (ob, pb, tb), (oa, pa, ta) = _read(cons[0]), _read(cons[1])
+            ob, pb, tb = _read(con, "p")
+            oa, pa, ta = _read(con, "main")
+            tables = {}
+            for name in sorted(set(tb) | set(ta)):
+                d = _diff_table(name, tb.get(name), ta.get(name), ignored)
+                if d is not None:
+                    tables[name] = d
         except sqlite3.DatabaseError as e:
             raise StateError(f"database cannot be read: {e}") from None
     finally:
-        for c in cons:
-            c.close()
+        con.close()
     schema = [{"object": k, "before": ob.get(k), "after": oa.get(k)} for k in sorted(set(ob) | set(oa))
               if ob.get(k) != oa.get(k)]
     schema += [{"object": f"pragma {k}", "before": pb[k], "after": pa[k]} for k in sorted(pb) if pb[k] != pa[k]]
-    tables = {}
-    for name in sorted(set(tb) | set(ta)):
-        d = _diff_table(name, tb.get(name), ta.get(name), ignored)
-        if d is not None:
-            tables[name] = d
     return {"schema": schema, "tables": tables}
 
 
