@@ -5,7 +5,8 @@ verifier compares the whole database gets its expected change set, recorded by r
 -> every task goes through the red-team gate in a sandbox (``workers`` sandboxes in parallel) -> tasks
 that fail are dropped with their reason -> the pack is saved atomically, with a build summary in its
 manifest.
-``validate``: the same gate over an existing pack (oracle replay twice + the four null probes).
+``validate``: the same gate over an existing pack (oracle replay twice + the red-team probes); expectations
+are never recorded there: a whole-database task without one fails.
 
 Parallelism is one host thread per sandbox: the work happens in the sandboxes' runtime processes and
 the threads only wait on pipes, so threads cost nothing that processes would save, and the pack
