@@ -1,9 +1,12 @@
 """Build and validate packs.
 
-``build``: a category's generator proposes tasks -> the runtime derives the tool schemas -> every task
-goes through the red-team gate in a sandbox (``workers`` sandboxes in parallel) -> tasks that fail are
-dropped with their reason -> the pack is saved atomically, with a build summary in its manifest.
-``validate``: the same gate over an existing pack (oracle replay twice + the four null probes).
+``build``: a category's generator proposes tasks -> the runtime derives the tool schemas -> a task whose
+verifier compares the whole database gets its expected change set, recorded by replaying its reference
+-> every task goes through the red-team gate in a sandbox (``workers`` sandboxes in parallel) -> tasks
+that fail are dropped with their reason -> the pack is saved atomically, with a build summary in its
+manifest.
+``validate``: the same gate over an existing pack (oracle replay twice + the red-team probes); expectations
+are never recorded there: a whole-database task without one fails.
 
 Parallelism is one host thread per sandbox: the work happens in the sandboxes' runtime processes and
 the threads only wait on pipes, so threads cost nothing that processes would save, and the pack
@@ -21,11 +24,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .episode import replay
 from .errors import EnvgenError
 from .families import Generated, default_tasks, get_category, load_generator
 from .pack import MANIFEST, Manifest, Pack, Provenance, Task, open_pack, save
 from .redteam import GateResult, gate
-from .sandbox import open_sandbox
+from .sandbox import Sandbox, open_sandbox
 from .sandbox.local import describe_tools
 
 Progress = Callable[[int], Any]
@@ -53,6 +57,8 @@ class BuildReport:
     """Seconds per stage: generate db/tasks, describe, stage, gate, save."""
     workers: int = 1
     sandbox: str = "local"
+    not_applicable: dict[str, int] = field(default_factory=dict)
+    """Probe -> tasks it could not apply to (kept or not), e.g. collateral where no other reference writes."""
 
     @property
     def rejected(self) -> int:
@@ -79,13 +85,39 @@ def check_out(out: Path) -> None:
         raise EnvgenError(f"{out}: exists and is not a pack, refusing to replace it; choose another --out or remove it")
 
 
-def gate_all(pack: Pack, tasks: Sequence[Task] | None = None, *, workers: int = 2, sandbox: str = "local",
-             progress: Progress | None = None) -> list[GateResult]:
-    """Red-team every task (default: all of the pack's) across ``workers`` sandboxes; results in task order."""
-    tasks = list(pack.tasks if tasks is None else tasks)
+def needs_expectation(task: Task) -> bool:
+    """Does the task's verifier compare the whole database (``changes``) without a recorded expectation yet?
+
+    A ``state`` verifier always does; a ``program`` verifier when its args declare ``changes`` (not report-only).
+    """
+    spec = task.verifier.args.get("changes")
+    if task.verifier.kind == "state":
+        return not isinstance((spec or {}).get("expected"), dict)
+    return isinstance(spec, dict) and not spec.get("report") and not isinstance(spec.get("expected"), dict)
+
+
+def record_expectation(sandbox: Sandbox, task: Task) -> Task:
+    """The task with its expected change set: the reference replayed in ``sandbox``, and the change set its
+    verifier reported (``details["changes"]["actual"]``) stored in the verifier's args.
+
+    The agent never sees tasks.jsonl, so the expectation can live there. A reference whose calls fail, or a
+    verifier that reports no change set, leaves the task as it was: the gate then rejects it, loudly.
+    """
+    ep = replay(sandbox, task, task.reference.calls, task.reference.answer)
+    seen = (ep.verdict.details or {}).get("changes")
+    if any(not c["ok"] for c in ep.calls) or not isinstance(seen, dict) or not isinstance(seen.get("actual"), dict):
+        return task
+    out = task.model_copy(deep=True)
+    out.verifier.args["changes"] = {**(out.verifier.args.get("changes") or {}), "expected": seen["actual"]}
+    return out
+
+
+def _pooled(pack: Pack, tasks: Sequence[Task], work: Callable[[Sandbox, Task], tuple[Task, GateResult]], *,
+            workers: int, sandbox: str, progress: Progress | None) -> list[tuple[Task, GateResult]]:
+    """``work(sandbox, task)`` for every task across ``workers`` sandboxes; results in task order."""
     if workers < 1:
         raise EnvgenError(f"workers must be at least 1, got {workers}")
-    results: list[GateResult | None] = [None] * len(tasks)
+    results: list[tuple[Task, GateResult] | None] = [None] * len(tasks)
     if not tasks:
         return []
     sandboxes = []
@@ -96,7 +128,7 @@ def gate_all(pack: Pack, tasks: Sequence[Task] | None = None, *, workers: int = 
         cursor = iter(range(len(tasks)))
         errors: list[BaseException] = []
 
-        def work(sbx) -> None:
+        def run(sbx) -> None:
             try:
                 while not stop.is_set():
                     with lock:
@@ -104,9 +136,9 @@ def gate_all(pack: Pack, tasks: Sequence[Task] | None = None, *, workers: int = 
                     if i is None:
                         return
                     try:
-                        res = gate(sbx, pack, tasks[i])
+                        res = work(sbx, tasks[i])
                     except Exception as e:  # a sandbox that cannot reset: the task fails, the build goes on
-                        res = GateResult(tasks[i].id, False, f"error: {type(e).__name__}: {e}")
+                        res = (tasks[i], GateResult(tasks[i].id, False, f"error: {type(e).__name__}: {e}"))
                     results[i] = res
                     if progress is not None:
                         progress(1)
@@ -114,7 +146,7 @@ def gate_all(pack: Pack, tasks: Sequence[Task] | None = None, *, workers: int = 
                 errors.append(e)
                 stop.set()
 
-        threads = [threading.Thread(target=work, args=(s,), name=f"envgen-gate-{k}", daemon=True)
+        threads = [threading.Thread(target=run, args=(s,), name=f"envgen-gate-{k}", daemon=True)
                    for k, s in enumerate(sandboxes)]
         for t in threads:
             t.start()
@@ -133,6 +165,35 @@ def gate_all(pack: Pack, tasks: Sequence[Task] | None = None, *, workers: int = 
         for s in sandboxes:
             s.close()
     return results  # type: ignore[return-value]  # every slot is filled when the workers finish cleanly
+
+
+def gate_all(pack: Pack, tasks: Sequence[Task] | None = None, *, workers: int = 2, sandbox: str = "local",
+             progress: Progress | None = None) -> list[GateResult]:
+    """Red-team every task (default: all of the pack's) across ``workers`` sandboxes; results in task order."""
+    tasks = list(pack.tasks if tasks is None else tasks)
+    return [r for _, r in _pooled(pack, tasks, lambda sbx, t: (t, gate(sbx, pack, t)), workers=workers,
+                                  sandbox=sandbox, progress=progress)]
+
+
+def record_and_gate(pack: Pack, tasks: Sequence[Task] | None = None, *, workers: int = 2, sandbox: str = "local",
+                    progress: Progress | None = None) -> list[tuple[Task, GateResult]]:
+    """Record the expected change set of every task that needs one, then red-team it: [(task, result)].
+
+    The returned tasks carry their expectations; save those, not the ones passed in.
+    """
+    tasks = list(pack.tasks if tasks is None else tasks)
+
+    def work(sbx: Sandbox, task: Task) -> tuple[Task, GateResult]:
+        if needs_expectation(task):
+            task = record_expectation(sbx, task)
+        return task, gate(sbx, pack, task)
+
+    return _pooled(pack, tasks, work, workers=workers, sandbox=sandbox, progress=progress)
+
+
+def not_applicable(results: Sequence[GateResult]) -> dict[str, int]:
+    """Probe -> tasks it did not apply to (e.g. no call of another reference changes the task's database)."""
+    return dict(sorted(Counter(p for r in results for p in r.not_applicable).items()))
 
 
 def build_generated(gen: Generated, out: str | Path, *, seed: int = 0, workers: int = 2, sandbox: str = "local",
@@ -155,11 +216,11 @@ def build_generated(gen: Generated, out: str | Path, *, seed: int = 0, workers: 
         stages["stage"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        results = gate_all(staged, workers=workers, sandbox=sandbox, progress=progress)
+        gated = record_and_gate(staged, workers=workers, sandbox=sandbox, progress=progress)
         stages["gate"] = time.perf_counter() - t
 
-        passed = {r.task_id for r in results if r.passed}
-        kept = [task for task in staged.tasks if task.id in passed]
+        results = [r for _, r in gated]
+        kept = [task for task, r in gated if r.passed]
         failed = [r for r in results if not r.passed]
         by_reason = dict(Counter(reason_key(r.reason) for r in failed).most_common())
         hist = Counter(task.difficulty for task in kept)
@@ -168,12 +229,13 @@ def build_generated(gen: Generated, out: str | Path, *, seed: int = 0, workers: 
             proposed=len(staged.tasks), kept=len(kept), rejected_by_reason=by_reason,
             rejections=[{"task": r.task_id, "reason": r.reason} for r in failed],
             difficulty={str(k): hist[k] for k in sorted(hist)}, seconds=0.0, stages=stages, workers=workers,
-            sandbox=sandbox)
+            sandbox=sandbox, not_applicable=not_applicable(results))
 
         t = time.perf_counter()
         final = staged.with_tasks(kept)
         final.manifest.stats["build"] = {"proposed": report.proposed, "kept": report.kept,
-                                         "rejected_by_reason": by_reason, "workers": workers, "sandbox": sandbox,
+                                         "rejected_by_reason": by_reason, "not_applicable": report.not_applicable,
+                                         "workers": workers, "sandbox": sandbox,
                                          "seconds": round(time.perf_counter() - started, 3)}
         save(final, out, env_from=staged.env_dir, hidden_from=staged.hidden_dir)
         stages["save"] = time.perf_counter() - t

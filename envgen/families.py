@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from .errors import EnvgenError
 from .pack import Limits, Task, ToolCall
@@ -169,6 +169,14 @@ def default_tasks(family: str, category: str) -> int:
 
 
 # ------------------------------------------------------------------ helpers for generators
+
+
+def db_changes(db: str, ignore: Sequence[str] = ()) -> dict[str, Any]:
+    """The ``changes`` entry of a verifier's args: judge the whole end database at ``db`` (relative to the
+    work dir) against the pristine one with the reference replayed, so a write the task did not ask for
+    scores 0. The build records the expected change set by replaying the reference; ``ignore`` lists
+    volatile columns as fnmatch patterns over "table.column" (e.g. "audit_log.*", "*.updated_at")."""
+    return {"db": db, **({"ignore": list(ignore)} if ignore else {})}
 
 
 class ReferenceFailed(EnvgenError):

@@ -1,7 +1,7 @@
 """The red-team gate every task passes before it enters a pack.
 
-The reference must score 1 twice (the verifier is deterministic), and four trajectories that did not
-do the task must each score 0:
+The reference must score 1 twice (the verifier is deterministic), and trajectories that did not do the
+task must each score 0:
 
 - ``empty``: the reference's work without its answer (calls to the pack's submit tool dropped, final
   answer ""): the verifier must need an answer;
@@ -10,7 +10,10 @@ do the task must each score 0:
   answer check asks for evidence (facts that must come back from the episode's tool calls);
 - ``claim``: no tool calls, "I have completed the task.";
 - ``mutated``: the reference with one value of its answer (the submit call's arguments, else the last
-  call's, else the final text) changed; for final-text verifiers, the final text (its last number, if any).
+  call's, else the final text) changed; for final-text verifiers, the final text (its last number, if any);
+- ``collateral``: the reference plus one call from another task's reference that changes the database
+  beyond what the reference does (tasks whose verifier checks a database; not applicable, and recorded
+  so, when no such call exists).
 
 Where the verifier grades the final text, the text probes (``text_probes``) then restate the reference's
 answer as a hedge or a list, each of which must score 0: ``hedge-first`` ("W or V", the wrong value
@@ -27,9 +30,11 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import random
 import re
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +55,8 @@ class GateResult:
     reason: str = ""
     """The first probe that failed and why; empty when the task passed."""
     probes: dict[str, float] = field(default_factory=dict)
+    not_applicable: dict[str, str] = field(default_factory=dict)
+    """Probes that could not apply to this task, and why (e.g. collateral: no other reference writes)."""
 
 
 def _mutate_value(v: Any, rng: random.Random) -> Any:
@@ -246,10 +253,13 @@ def text_probes(sandbox: Sandbox, pack: Pack, task: Task):
 def gate(sandbox: Sandbox, pack: Pack, task: Task) -> GateResult:
     """Run every probe of `task` on `sandbox`; the first one that scores wrong rejects the task."""
     scores: dict[str, float] = {}
+    ref_details: dict[str, Any] = {}
     for name, (calls, answer, want) in itertools.chain(probes(task, pack.manifest.submit_tool).items(),
                                                        text_probes(sandbox, pack, task)):
         ep = replay(sandbox, task, calls, answer)
         scores[name] = ep.verdict.reward
+        if name == "reference":
+            ref_details = ep.verdict.details
         if ep.verdict.reward != want:
             failed = [c for c in ep.calls if not c["ok"]]
             why = f"{name} scored {ep.verdict.reward:g}, expected {want:g}"
@@ -258,4 +268,119 @@ def gate(sandbox: Sandbox, pack: Pack, task: Task) -> GateResult:
             elif ep.verdict.details.get("error") or ep.verdict.details.get("reason"):
                 why += f"; {str(ep.verdict.details.get('error') or ep.verdict.details['reason'])[:200]}"
             return GateResult(task.id, False, why, scores)
+    score, what = collateral(sandbox, pack, task, ref_details)
+    if score is None:
+        return GateResult(task.id, True, "", scores, {"collateral": what})
+    scores["collateral"] = score
+    if score != 0.0:
+        return GateResult(task.id, False, f"collateral scored {score:g}, expected 0; {what}", scores)
     return GateResult(task.id, True, "", scores)
+
+
+# ------------------------------------------------------------------ collateral: the reference plus one more write
+
+COLLATERAL_TRIES = 8
+"""Calls from other references tried, one replay each, to find one that changes this task's database."""
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _pack_dbs(pack: Pack) -> list[str]:
+    """The SQLite databases in the pack's env/ (by file header), relative paths, sorted."""
+    if pack.root is None:
+        return []
+    root = pack.env_dir
+    out = []
+    for p in sorted(root.rglob("*")) if root.is_dir() else []:
+        if p.is_file() and not p.is_symlink():
+            with open(p, "rb") as f:
+                if f.read(16) == _SQLITE_HEADER:
+                    out.append(p.relative_to(root).as_posix())
+    return out
+
+
+def collateral_task(pack: Pack, task: Task) -> Task | None:
+    """The task as the collateral probe judges it, or None when its verifier checks no database.
+
+    A ``state`` verifier, or one that declares ``changes``, reports its change set itself. A ``program``
+    verifier over a pack whose env/ holds a SQLite database (e.g. one built before whole-database checks) runs
+    with a report-only ``changes`` added: the reward is its own, the change set shows what was written.
+    """
+    v = task.verifier
+    if v.kind == "state" or (isinstance(v.args.get("changes"), dict) and v.args["changes"].get("db")):
+        return task
+    if v.kind != "program":
+        return None
+    dbs = _pack_dbs(pack)
+    if not dbs:
+        return None
+    probe = task.model_copy(deep=True)
+    probe.verifier.args["changes"] = {"db": dbs[0], "report": True}
+    return probe
+
+
+def collateral_calls(pack: Pack, task: Task, submit_tool: str | None, seed: int = 0) -> list[ToolCall]:
+    """Up to COLLATERAL_TRIES calls from the other tasks' references (not the submit tool, not calls this
+    reference makes), seeded, taking one call per tool in turn so that several tools are tried."""
+    def key(c: ToolCall) -> tuple[str, str]:
+        return c.tool, json.dumps(c.args, sort_keys=True)
+
+    own = {key(c) for c in task.reference.calls}
+    seen: dict[tuple[str, str], ToolCall] = {}
+    for other in pack.tasks:
+        if other.id == task.id:
+            continue
+        for c in other.reference.calls:
+            k = key(c)
+            if c.tool != submit_tool and k not in own and k not in seen:
+                seen[k] = c
+    rng = random.Random(f"{task.id}:collateral:{seed}")
+    calls = [seen[k] for k in sorted(seen)]
+    rng.shuffle(calls)
+    by_tool: dict[str, list[ToolCall]] = {}
+    for c in calls:
+        by_tool.setdefault(c.tool, []).append(c)
+    turns = [c for group in zip_longest(*by_tool.values()) for c in group if c is not None]
+    return [c.model_copy(deep=True) for c in turns[:COLLATERAL_TRIES]]
+
+
+def _with_extra(calls: list[ToolCall], extra: list[ToolCall], submit_tool: str | None) -> list[ToolCall]:
+    """The reference with ``extra`` inserted before its last submit call (appended when it has none)."""
+    at = max((i for i, c in enumerate(calls) if c.tool == submit_tool), default=len(calls))
+    return [*calls[:at], *extra, *calls[at:]]
+
+
+def collateral(sandbox: Sandbox, pack: Pack, task: Task, ref_details: dict[str, Any] | None = None,
+               seed: int = 0) -> tuple[float | None, str]:
+    """The reference plus one call, from another task's reference, that changes the database beyond what the
+    reference does (established by the change sets the verifier reports): it must score 0.
+
+    Returns (score, which call) or (None, why the probe does not apply). All candidates are first replayed
+    together: when even that changes nothing beyond the reference (read-only tools), one replay settles it.
+    """
+    probe = collateral_task(pack, task)
+    if probe is None:
+        return None, "the verifier checks no database"
+    submit = pack.manifest.submit_tool
+    candidates = collateral_calls(pack, task, submit, seed)
+    if not candidates:
+        return None, "no other task's reference has a call to add"
+    ref = task.reference
+
+    def digest(extra: list[ToolCall]) -> tuple[str | None, float]:
+        ep = replay(sandbox, probe, _with_extra(list(ref.calls), extra, submit), ref.answer)
+        return (ep.verdict.details.get("changes") or {}).get("digest"), ep.verdict.reward
+
+    base = ((ref_details or {}).get("changes") or {}).get("digest") if probe is task else None
+    if base is None:
+        base, _ = digest([])
+        if base is None:
+            return None, "the verifier reported no change set for the reference"
+    together, _ = digest(candidates)
+    if together == base:
+        return None, "no call of the other references changes this task's database beyond its reference"
+    for c in candidates:
+        d, reward = digest([c])
+        if d is not None and d != base:
+            return reward, (f"the reference plus {c.tool}({json.dumps(c.args, ensure_ascii=False)[:200]}), which "
+                            "changes the database beyond what the task asks")
+    return None, "no single call of the other references changes this task's database beyond its reference"

@@ -12,7 +12,8 @@ Stages, each resumable from the state store (``envgen.store``)::
                reviewer agent; every rejection goes back to the agent, which repairs within its budget
     cC/lK      difficulty-raiser agent: the next, harder level (more tool calls than level K-1), adding
                tools when needed; every level that validates is kept as a task with its difficulty
-    pack       all validated tasks over the final env, gated again, saved atomically
+    pack       all validated tasks over the final env, their expected database change sets recorded again
+               (each task's verifier compares the whole end database), gated again, saved atomically
 
 Generated code runs only in sandboxes (``open_sandbox(..., backend)``: local or Docker). A stage marked
 done in the store is never redone; a stage that was cut off is run again, and its model calls are
@@ -54,9 +55,10 @@ from .agent import (
     Usage,
 )
 from .agentspec import AgentSpec, load_spec
-from .build import BuildReport, check_out, reason_key, gate_all
+from .build import BuildReport, check_out, not_applicable, reason_key, record_and_gate, record_expectation
 from .episode import replay
 from .errors import EnvgenError, SandboxError
+from .families import db_changes
 from .pack import Limits, Manifest, Pack, Provenance, Task, ToolCall, ToolSchema, save
 from .paths import bundled
 from .redteam import gate
@@ -66,6 +68,8 @@ from .store import Store, cache_dir
 
 GENERATOR = "envgen.synth_general/1"
 DB_PATH = "env/state/db.sqlite"
+WORK_DB = "state/db.sqlite"
+"""The same database as the tools (and the verifier's whole-database check) see it, from the work dir."""
 WORKSPACE_TOOLS = ("bash", "read_file", "write_file", "list_files")
 ROLES = ("env-builder", "tool-writer", "task-proposer", "difficulty-raiser", "reviewer")
 WORKSPACE_LIMITS = Limits(max_turns=1000, step_timeout_s=600, episode_timeout_s=48 * 3600, memory_mb=4096,
@@ -84,6 +88,8 @@ PROBES_EXPLAINED = {
             "successful tool calls the answer depends on",
     "mutated": "the verification accepted your trajectory with one argument of its last tool call changed: check "
                "the calls' arguments (and results), not only that a tool was called",
+    "collateral": "the verification accepted your solution plus one extra call that changed the database beyond "
+                  "what the task asks: the end database must be exactly the solution's",
 }
 
 Progress = Callable[[int], Any]
@@ -467,17 +473,25 @@ class Level:
             return self._fail("not_harder", f"the solution makes {len(calls)} tool calls; level {self.level} must need "
                                             f"more than level {self.level - 1}'s {need}", n)
         task = Task(id=self.task_id, prompt=[{"role": "user", "content": prompt.strip()}],
-                    verifier={"kind": "program", "args": {"file": f"verify/{self.task_id}.py", "params": params or {}}},
+                    verifier={"kind": "program", "args": {"file": f"verify/{self.task_id}.py", "params": params or {},
+                                                          "changes": db_changes(WORK_DB)}},
                     reference={"calls": calls, "answer": sol["answer"]}, difficulty=len(calls),
                     meta={"source": GENERATOR, "category": self.synth.category, "chain": self.chain,
                           "level": self.level, "submissions": n})
         (self.env.dir / "hidden" / "verify" / f"{self.task_id}.py").write_text(verification, encoding="utf-8")
+        task = record_expectation(probe, task)  # the database the solution leaves is the task's expected end state
         ep = replay(probe, task, calls, sol["answer"])
         failed = [c for c in ep.calls if not c["ok"]]
         if failed:
             return self._fail("solution", f"replaying the solution's calls failed at {failed[0]['tool']}: "
                                           f"{self.synth.scrub(failed[0]['content'])[:500]}; tools must be deterministic",
                               n)
+        whole = ep.verdict.details.get("changes") or {}
+        if whole.get("ok") is False:
+            why = "; ".join(whole.get("differences") or [str(whole.get("error") or whole.get("reason"))])
+            return self._fail("tools", "running your solution twice left two different databases "
+                                       f"({self.synth.scrub(why)[:500]}): tools must write deterministically (no "
+                                       "clock readings, random ids or row order that varies)", n)
         if ep.verdict.reward != 1.0:
             details = self.synth.scrub(json.dumps(ep.verdict.details, ensure_ascii=False, default=str))
             return self._fail("verify", f"your verification scored your own solution {ep.verdict.reward:g}, not 1 "
@@ -885,9 +899,11 @@ class _Synth:
             provenance=Provenance(generator=GENERATOR, models=sorted(self.models | _models(self.store, self.run_id)),
                                   sources=sources, seed=self.seed))
         staged = save(Pack(manifest, tasks), self.work / "staged", env_from=build / "env", hidden_from=build / "hidden")
-        results = gate_all(staged, workers=self.workers, sandbox=self.backend) if tasks else []
-        passed = {r.task_id for r in results if r.passed}
-        kept = [t for t in staged.tasks if t.id in passed]
+        # every expectation is recorded again on the final env (later levels may have added rows and tables)
+        fresh = [_without_expectation(t) for t in staged.tasks]
+        gated = record_and_gate(staged, fresh, workers=self.workers, sandbox=self.backend) if tasks else []
+        results = [r for _, r in gated]
+        kept = [t for t, r in gated if r.passed]
         for r in results:
             if not r.passed:
                 rejected.append({"task": r.task_id, "reason": f"final gate: {r.reason}"})
@@ -910,7 +926,8 @@ class _Synth:
             proposed=final.manifest.stats["build"]["proposed"], kept=len(kept),
             rejected_by_reason=dict(by_reason.most_common()), rejections=rejected,
             difficulty={str(k): hist[k] for k in sorted(hist)}, seconds=0.0, workers=self.workers, sandbox=self.backend,
-            validated=len(validated), submissions=sum(lv["submissions"] or 0 for lv in levels),
+            not_applicable=not_applicable(results), validated=len(validated),
+            submissions=sum(lv["submissions"] or 0 for lv in levels),
             failures_by_reason=dict(failures.most_common()), levels=levels,
             llm={"session": self.usage.to_dict(), "spent": spent}, run_id=self.run_id, store=_safe_url(self.store.url),
             transcripts=str(self.transcripts))
@@ -921,6 +938,13 @@ class _Synth:
                     root=build)
         with open_sandbox(pack, self.backend) as sbx:
             return list(sbx.tools)
+
+
+def _without_expectation(task: Task) -> Task:
+    out = task.model_copy(deep=True)
+    if isinstance(out.verifier.args.get("changes"), dict):
+        out.verifier.args["changes"].pop("expected", None)
+    return out
 
 
 def _database_problems(info: dict[str, Any]) -> list[str]:

@@ -7,13 +7,24 @@ import shutil
 
 import pytest
 
-from envgen.build import build, build_generated, validate
+from envgen.build import (
+    build,
+    build_generated,
+    gate_all,
+    needs_expectation,
+    record_and_gate,
+    record_expectation,
+    validate,
+)
 from envgen.episode import Episode, replay
 from envgen.errors import EnvgenError
 from envgen.families import categories, default_tasks, get_category, load_generator
-from envgen.pack import Task, ToolCall, load
+from envgen.pack import Pack, Task, ToolCall, load, save
 from envgen.paths import bundled
+from envgen.redteam import collateral, collateral_calls
 from envgen.sandbox import open_sandbox
+
+from conftest import make_tiny_pack
 
 
 def test_categories_are_discovered_from_the_envs_folder():
@@ -161,3 +172,82 @@ def test_same_seed_same_version_across_processes(tmp_path, family, category):
                        env={**os.environ, "PYTHONHASHSEED": hash_seed})
         versions.add(load(out).manifest.version)
     assert len(versions) == 1
+
+
+def test_library_build_records_each_tasks_expected_change_set(tmp_path):
+    """The build replays every reference and stores the change set the verifier saw; travel, whose only
+    write is the submission itself, has no collateral write to probe."""
+    report = build("general", "library-catalog", tmp_path / "lib", tasks=12, seed=0, workers=2)
+    assert report.kept == 12 and report.not_applicable == {}
+    pack = load(report.pack)
+    for task in pack.tasks:
+        changes = task.verifier.args["changes"]
+        assert changes["db"] == "state/library.db" and set(changes["expected"]) == {"schema", "tables"}
+        tables = changes["expected"]["tables"]
+        level = task.meta["level"]
+        if level == 1:  # a lookup writes nothing
+            assert changes["expected"] == {"schema": [], "tables": {}}
+        elif level in (2, 3):  # a renewal changes exactly the renewed loans
+            renewed = sorted(c["key"][0] for c in tables["loans"]["changed"])
+            assert renewed == sorted(task.verifier.args["params"]["renew"]) and set(tables) == {"loans"}
+        else:  # a loan: one new loan row, its copy on loan
+            assert len(tables["loans"]["added"]) == 1
+            assert tables["copies"]["changed"][0]["after"] == {"status": "on loan"}
+    travel = build("general", "travel-planning", tmp_path / "travel", tasks=6, seed=0, workers=2)
+    assert travel.kept == 6 and travel.not_applicable == {"collateral": 6}
+    assert load(travel.pack).manifest.stats["build"]["not_applicable"] == {"collateral": 6}
+
+
+def test_collateral_probe_rejects_verifiers_that_only_check_their_own_rows(tmp_path):
+    """The tiny pack's verifier checks only the task's key: another task's put passes it. With the
+    whole-database check declared, the build records each expectation and the collateral write scores 0."""
+    tiny = make_tiny_pack(tmp_path / "tiny", tasks=3)
+    results = gate_all(tiny, workers=1)
+    assert [r.reason.split(";")[0] for r in results] == ["collateral scored 1, expected 0"] * 3
+    assert all('the reference plus put({"key": "k' in r.reason for r in results)
+
+    declared = [t.model_copy(deep=True) for t in tiny.tasks]
+    for t in declared:
+        t.verifier.args["changes"] = {"db": "state/kv.db"}
+    pack = save(Pack(tiny.manifest.model_copy(deep=True), declared), tmp_path / "declared", env_from=tiny.env_dir,
+                hidden_from=tiny.hidden_dir)
+    assert all(needs_expectation(t) for t in pack.tasks)
+    # declared whole-database checking without a recorded expectation: the reference fails, loudly
+    loud = gate_all(pack, workers=1)
+    assert all(r.reason.startswith("reference scored 0, expected 1; no expected change set was recorded") for r in loud)
+    gated = record_and_gate(pack, workers=1)
+    assert [r.passed for _, r in gated] == [True] * 3, [r.reason for _, r in gated]
+    assert [r.probes["collateral"] for _, r in gated] == [0.0] * 3
+    assert not any(needs_expectation(t) for t, _ in gated)
+    assert gated[0][0].verifier.args["changes"] == {"db": "state/kv.db", "expected": {"schema": [], "tables": {"kv": {
+        "key": ["k"], "added": [{"k": "k0", "v": "value-0"}], "removed": [], "changed": []}}}}
+
+    # a state verifier always compares the whole database: same recording, same probe
+    task = Task.model_validate({**tiny.tasks[0].model_dump(), "verifier": {"kind": "state", "args": {
+        "db": "state/kv.db", "checks": [{"query": "SELECT v FROM kv WHERE k = 'k0'", "expected": [["value-0"]]}]}}})
+    assert needs_expectation(task)
+    with open_sandbox(pack, "local") as sbx:
+        recorded = record_expectation(sbx, task)
+        assert recorded.verifier.args["changes"]["expected"] == gated[0][0].verifier.args["changes"]["expected"]
+        ref = recorded.reference
+        assert replay(sbx, recorded, ref.calls, ref.answer).verdict.reward == 1.0
+        score, what = collateral(sbx, pack, recorded)
+        assert score == 0.0 and what.startswith('the reference plus put({"key": "k')
+
+
+def test_collateral_candidates_are_seeded_and_need_other_references(tmp_path):
+    generator = load_generator(get_category("general", "library-catalog"))
+    pack = load(build_generated(generator.generate(tmp_path / "work", 12, 0), tmp_path / "pack", workers=2).pack)
+    task = pack.tasks[1]
+    first = collateral_calls(pack, task, "submit_result", seed=0)
+    assert first == collateral_calls(pack, task, "submit_result", seed=0)
+    assert first != collateral_calls(pack, task, "submit_result", seed=1)
+    own = {(c.tool, json.dumps(c.args, sort_keys=True)) for c in task.reference.calls}
+    assert first and all(c.tool != "submit_result" and (c.tool, json.dumps(c.args, sort_keys=True)) not in own
+                         for c in first)
+    assert len({c.tool for c in first[:4]}) == 4  # one call per tool in turn
+    # a pack of one task: no other reference to take a write from, so the probe is recorded as not applicable
+    gen = generator.generate(tmp_path / "work1", 2, 0)
+    gen.tasks = gen.tasks[1:2]
+    alone = build_generated(gen, tmp_path / "alone", workers=1)
+    assert alone.kept == 1 and alone.not_applicable == {"collateral": 1}

@@ -27,11 +27,25 @@ from envgen.store import Store
 from envgen.synth_general import SynthesisError, stage_count, synthesize
 
 try:
-    from .fake_llm import Fail, FakeLLM
-    from .general_script import GeneralScript, Scenario, _first_user, _submissions
+    from .fake_llm import Fail, FakeLLM, Reply
+    from .general_script import (
+        TOOLS_V1,
+        GeneralScript,
+        Scenario,
+        _assistant_turns,
+        _first_user,
+        _submissions,
+    )
 except ImportError:
-    from fake_llm import Fail, FakeLLM
-    from general_script import GeneralScript, Scenario, _first_user, _submissions
+    from fake_llm import Fail, FakeLLM, Reply
+    from general_script import (
+        TOOLS_V1,
+        GeneralScript,
+        Scenario,
+        _assistant_turns,
+        _first_user,
+        _submissions,
+    )
 
 CATEGORY = "travel planning"
 RUN_ID = "general/travel-planning/seed0"
@@ -246,3 +260,96 @@ def test_docker_sandbox_builds_the_same_tasks_from_the_same_model_calls(clean, t
     assert keys == clean.keys[: len(keys)]
     assert rep.sandbox == "docker" and rep.kept == 1
     assert [t.model_dump() for t in load(tmp_path / "pack").tasks] == [load(clean.pack).tasks[0].model_dump()]
+
+
+BOOK_TOOL = '''
+
+def book_hotel(hotel_id: int, guest: str) -> dict:
+    """Book a room at a hotel for a guest; returns the booking number.
+
+    Args:
+        hotel_id: the hotel's id from search_hotels
+        guest: the guest's full name
+    """
+    con = sqlite3.connect("state/db.sqlite")
+    try:
+        con.execute("CREATE TABLE IF NOT EXISTS bookings (id INTEGER PRIMARY KEY, hotel_id INTEGER, guest TEXT)")
+        if con.execute("SELECT 1 FROM hotels WHERE id = ?", (hotel_id,)).fetchone() is None:
+            raise ValueError(f"no hotel with id {hotel_id}")
+        cur = con.execute("INSERT INTO bookings (hotel_id, guest) VALUES (?, ?)", (hotel_id, guest))
+        con.commit()
+        return {"booking": cur.lastrowid, "hotel_id": hotel_id, "guest": guest}
+    finally:
+        con.close()
+'''
+BOOK_PROMPT = "Book the cheapest hotel in Porto for Ana Lima and tell me the booking number."
+BOOK_SOLUTION = '''def solve():
+    cheapest = min(search_hotels(city="Porto"), key=lambda h: h["price"])
+    return "Booked, booking number " + str(book_hotel(hotel_id=cheapest["id"], guest="Ana Lima")["booking"])
+'''
+BOOK_VERIFY = '''import sqlite3
+
+
+def verify(answer, ctx):
+    con = ctx.db("state/db.sqlite")
+    try:
+        rows = con.execute("SELECT id, hotel_id FROM bookings WHERE guest = 'Ana Lima'").fetchall()
+    except sqlite3.OperationalError:
+        return False
+    cheapest = con.execute("SELECT id FROM hotels WHERE city = 'Porto' ORDER BY price LIMIT 1").fetchone()[0]
+    return len(rows) == 1 and rows[0][1] == cheapest and str(rows[0][0]) in answer
+'''
+
+
+class BookingScript(GeneralScript):
+    """The same builder, then tools that write (book_hotel, which creates its table on first use) and a task
+    whose verification looks only at the guest's own booking."""
+
+    def tool_writer(self, body: dict) -> Reply:
+        if _assistant_turns(body) == 0:
+            return Reply(calls=[("write_file", {"path": "env/tools.py", "content": TOOLS_V1 + BOOK_TOOL})])
+        if _assistant_turns(body) == 1:
+            return Reply(calls=[("check_tools", {"examples": [
+                {"tool": "search_hotels", "args": {"city": "Porto"}}, {"tool": "get_hotel", "args": {"hotel_id": 4}},
+                {"tool": "book_hotel", "args": {"hotel_id": 4, "guest": "Test"}}]})])
+        return Reply(content="Three tools pass check_tools.")
+
+    def tasks(self, body: dict, level: int) -> Reply:
+        return self._submit(BOOK_PROMPT, BOOK_SOLUTION, BOOK_VERIFY, reasoning="A booking task.")
+
+
+def test_llm_made_tasks_judge_the_whole_database(tmp_path):
+    """The LLM path records each task's expected change set; a write the task's own verification ignores
+    (a second booking, for someone else) still scores 0."""
+    from envgen.actions import render_action
+    from envgen.gym import ENV_ID
+
+    with FakeLLM(BookingScript(Scenario(malformed_json=False, wrong_first=False))) as fake:
+        rep = synthesize(CATEGORY, tmp_path / "pack", llm=llm(fake), store_url=f"sqlite:///{tmp_path / 's.sqlite'}",
+                         work_dir=tmp_path / "work", max_levels=1)
+    assert rep.kept == 1, rep.rejections
+    assert rep.not_applicable == {"collateral": 1}  # a single task: no other reference to borrow a write from
+    [task] = load(tmp_path / "pack").tasks
+    changes = task.verifier.args["changes"]
+    assert changes["db"] == "state/db.sqlite"
+    assert [o["object"] for o in changes["expected"]["schema"]] == ["table bookings"]
+    assert changes["expected"]["tables"]["bookings"]["added"] == [{"guest": "Ana Lima", "hotel_id": 4}]
+
+    env = gymnasium.make(ENV_ID, pack=str(tmp_path / "pack"))
+
+    def play(extra: list) -> tuple[float, dict]:
+        env.reset(options={"task_id": task.id})
+        for c in [*((c.tool, c.args) for c in task.reference.calls), *extra]:
+            *_, info = env.step(render_action("", [c]))
+            assert info["tool_errors"] == 0
+        _, reward, terminated, _, info = env.step(render_action(task.reference.answer))
+        assert terminated
+        return reward, info["reward_details"]
+
+    try:
+        assert play([])[0] == 1.0 and play([("search_hotels", {"city": "Lisbon"})])[0] == 1.0
+        reward, details = play([("book_hotel", {"hotel_id": 1, "guest": "Rui Costa"})])
+        assert reward == 0.0 and details["changes"]["differences"] == [
+            'bookings: row {"guest":"Rui Costa","hotel_id":1} was inserted, the task does not do that']
+    finally:
+        env.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import sqlite3
 import sys
 
@@ -41,20 +43,224 @@ def test_math_equivalence():
     assert answer("1/3", "0.5", mode="math") == 0.0
 
 
-def test_state_checks(tmp_path):
-    db = tmp_path / "state.db"
-    con = sqlite3.connect(db)
-    con.executescript("CREATE TABLE t (a, b); INSERT INTO t VALUES (1, 'x'), (2, 'y');")
+def _db(path, script: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(path)
+    con.executescript(script)
     con.commit()
+    con.close()
+
+
+def _pair(tmp_path, script: str) -> tuple:
+    """A pristine db (env/state.db) and a copy in the work dir (work/state.db), as a sandbox episode starts."""
+    env, work = tmp_path / "env", tmp_path / "work"
+    _db(env / "state.db", script)
+    work.mkdir()
+    shutil.copyfile(env / "state.db", work / "state.db")
+    return env, work
+
+
+def test_state_checks_sit_on_the_whole_database_check(tmp_path):
+    env, work = _pair(tmp_path, "CREATE TABLE t (a INTEGER PRIMARY KEY, b); INSERT INTO t VALUES (1, 'x'), (2, 'y');")
+    _db(work / "state.db", "UPDATE t SET b = 'z' WHERE a = 2;")
     spec = {"kind": "state", "args": {"db": "state.db", "checks": [
-        {"query": "SELECT a, b FROM t", "expected": [[2, "y"], [1, "x"]]},
+        {"query": "SELECT a, b FROM t", "expected": [[2, "z"], [1, "x"]]},
         {"query": "SELECT count(*) FROM t WHERE b = ?", "params": ["x"], "expected": [[1]]}]}}
-    assert verify(spec, answer="", calls=[], work_dir=str(tmp_path), hidden_dir=None)["reward"] == 1.0
+    def run() -> dict:
+        return verify(spec, answer="", calls=[], work_dir=str(work), hidden_dir=None, env_dir=str(env))
+
+    # no recorded expectation: never passes by default, and says why
+    out = run()
+    assert out["reward"] == 0.0 and "no expected change set" in out["details"]["reason"]
+    spec["args"]["changes"] = {"expected": out["details"]["changes"]["actual"]}
+    assert run()["reward"] == 1.0
     spec["args"]["checks"][0]["ordered"] = True
-    out = verify(spec, answer="", calls=[], work_dir=str(tmp_path), hidden_dir=None)
+    out = run()
     assert out["reward"] == 0.0 and out["details"]["passed"] == 1
     spec["args"]["partial"] = True
-    assert verify(spec, answer="", calls=[], work_dir=str(tmp_path), hidden_dir=None)["reward"] == 0.5
+    assert run()["reward"] == 0.5
+    # a write the task did not make: 0 whatever the checks say, naming the row
+    _db(work / "state.db", "UPDATE t SET b = 'w' WHERE a = 1;")
+    spec["args"]["checks"] = []
+    out = run()
+    assert out["reward"] == 0.0
+    assert out["details"]["changes"]["differences"] == ['t a=1: changed (b="x" -> b="w"), the task does not change it']
+
+
+MESSY = """
+CREATE TABLE kv (k TEXT PRIMARY KEY, v) WITHOUT ROWID;
+CREATE TABLE pairs (a INTEGER, b TEXT, w REAL, PRIMARY KEY (a, b));
+CREATE TABLE log (msg TEXT, at REAL);
+CREATE TABLE items (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT, data BLOB, updated_at TEXT);
+CREATE TABLE loose (code TEXT PRIMARY KEY, n INTEGER);
+CREATE VIRTUAL TABLE docs USING fts5(body);
+INSERT INTO kv VALUES ('a', 1), ('b', NULL), ('c', x'00ff');
+INSERT INTO pairs VALUES (1, 'x', 0.1), (1, 'y', NULL), (2, 'x', -0.0);
+INSERT INTO log VALUES ('hi', 1.5), ('hi', 1.5), (NULL, NULL);
+INSERT INTO items (name, data, updated_at) VALUES ('one', x'00ff', 't0'), ('two', NULL, 't0');
+INSERT INTO loose VALUES (NULL, 1), (NULL, 2), ('k', 3);
+INSERT INTO docs VALUES ('hello world');
+"""
+
+
+def test_change_set_of_messy_shapes(tmp_path):
+    from envgen_verifiers.state import changeset, digest
+
+    env, work = _pair(tmp_path, MESSY)
+    before, after = str(env / "state.db"), str(work / "state.db")
+    assert changeset(before, after) == {"schema": [], "tables": {}}
+    _db(work / "state.db", """
+        UPDATE kv SET v = '1' WHERE k = 'a';                       -- text '1' is not integer 1
+        UPDATE kv SET v = x'00fe' WHERE k = 'c';                   -- blobs compare by bytes
+        UPDATE pairs SET w = 0.30000000000000004 WHERE b = 'x' AND a = 1;
+        UPDATE pairs SET w = 0 WHERE a = 2;                        -- -0.0 -> 0: no change
+        DELETE FROM log WHERE rowid = 1;                           -- one of two equal rows (no key: a multiset)
+        INSERT INTO items (name, data, updated_at) VALUES ('three', x'01', 't1');
+        UPDATE loose SET n = 20 WHERE n = 2;                       -- NULL keys: the table is a multiset
+        INSERT INTO docs VALUES ('more');
+        CREATE VIEW v AS SELECT * FROM kv;
+        CREATE TRIGGER tr AFTER INSERT ON kv BEGIN SELECT 1; END;
+        PRAGMA user_version = 7;
+    """)
+    cs = changeset(before, after)
+    assert [o["object"] for o in cs["schema"]] == ["trigger tr", "view v", "pragma user_version"]
+    assert cs["schema"][1] == {"object": "view v", "before": None, "after": "CREATE VIEW v AS SELECT * FROM kv"}
+    t = cs["tables"]
+    assert set(t) == {"kv", "pairs", "log", "items", "loose", "docs"}
+    assert t["kv"]["changed"] == [{"key": ["a"], "before": {"v": 1}, "after": {"v": "1"}},
+                                  {"key": ["c"], "before": {"v": {"blob": "00ff"}}, "after": {"v": {"blob": "00fe"}}}]
+    assert t["pairs"] == {"key": ["a", "b"], "added": [], "removed": [],
+                          "changed": [{"key": [1, "x"], "before": {"w": 0.1}, "after": {"w": 0.3}}]}
+    assert t["log"] == {"key": [], "added": [], "removed": [{"at": 1.5, "msg": "hi"}], "changed": []}
+    # the id the database assigned is not part of an added row
+    assert t["items"]["added"] == [{"data": {"blob": "01"}, "name": "three", "updated_at": "t1"}]
+    assert t["loose"]["added"] == [{"code": None, "n": 20}] and t["loose"]["removed"] == [{"code": None, "n": 2}]
+    assert t["docs"]["added"] == [{"body": "more"}]
+    assert digest(json.loads(json.dumps(cs))) == digest(cs)  # survives tasks.jsonl
+
+    # volatile columns and tables are ignored by pattern
+    _db(work / "state.db", "UPDATE items SET updated_at = 't9' WHERE id = 1;")
+    ignored = changeset(before, after, ignore=["*.UPDATED_AT", "log.*"])
+    assert "log" not in ignored["tables"] and ignored["tables"]["items"]["changed"] == []
+    assert changeset(before, after)["tables"]["items"]["changed"][0]["key"] == [1]
+    # text that is not UTF-8 (a tool wrote raw bytes as TEXT) is still read and compared
+    _db(work / "state.db", "INSERT INTO log VALUES (CAST(x'ff41' AS TEXT), 2);")
+    assert {"at": 2, "msg": "\\xffA"} in changeset(before, after)["tables"]["log"]["added"]
+
+
+def test_net_change_only_and_insert_order(tmp_path):
+    from envgen_verifiers.state import changeset
+
+    env, work = _pair(tmp_path, MESSY)
+    before, after = str(env / "state.db"), str(work / "state.db")
+    # touched then restored: a row updated and put back, a row deleted and re-inserted with its key
+    _db(work / "state.db", """
+        UPDATE kv SET v = 99 WHERE k = 'a'; UPDATE kv SET v = 1 WHERE k = 'a';
+        DELETE FROM pairs WHERE a = 1 AND b = 'y'; INSERT INTO pairs VALUES (1, 'y', NULL);
+        INSERT INTO items (name) VALUES ('tmp'); DELETE FROM items WHERE name = 'tmp';   -- bumps sqlite_sequence
+        VACUUM;
+    """)
+    assert changeset(before, after) == {"schema": [], "tables": {}}
+    # the same two inserts in either order are the same change, though their ids differ
+    one, two = tmp_path / "one", tmp_path / "two"
+    for d, order in ((one, ("a", "b")), (two, ("b", "a"))):
+        d.mkdir()
+        shutil.copyfile(env / "state.db", d / "state.db")
+        _db(d / "state.db", "".join(f"INSERT INTO items (name) VALUES ('{n}');" for n in order))
+    assert changeset(before, str(one / "state.db")) == changeset(before, str(two / "state.db"))
+    assert len(changeset(before, str(one / "state.db"))["tables"]["items"]["added"]) == 2
+
+
+def test_a_case_change_under_a_nocase_collation_is_a_change(tmp_path):
+    from envgen_verifiers.state import changeset
+
+    env, work = _pair(tmp_path, "CREATE TABLE u (id INTEGER PRIMARY KEY, name TEXT COLLATE NOCASE);"
+                                "INSERT INTO u VALUES (1, 'smith'), (2, 'Jones');")
+    _db(work / "state.db", "UPDATE u SET name = 'SMITH' WHERE id = 1;")
+    assert changeset(str(env / "state.db"), str(work / "state.db"))["tables"]["u"]["changed"] == [
+        {"key": [1], "before": {"name": "smith"}, "after": {"name": "SMITH"}}]
+
+
+def test_schema_changes_are_changes(tmp_path):
+    from envgen_verifiers.state import changeset
+
+    env, work = _pair(tmp_path, MESSY)
+    _db(work / "state.db", "ALTER TABLE loose ADD COLUMN extra TEXT DEFAULT 'x'; DROP TABLE log; "
+                           "CREATE INDEX ix ON kv (v); CREATE TABLE audit (id INTEGER PRIMARY KEY, what TEXT); "
+                           "INSERT INTO audit (what) VALUES ('x');")
+    cs = changeset(str(env / "state.db"), str(work / "state.db"))
+    objects = {o["object"]: o for o in cs["schema"]}
+    assert set(objects) == {"table audit", "table log", "index ix", "table loose"}
+    assert objects["table log"]["after"] is None and objects["table audit"]["before"] is None
+    assert len(cs["tables"]["log"]["removed"]) == 3 and cs["tables"]["audit"]["added"] == [{"what": "x"}]
+    # a new column changes every row of the table (a multiset here: its key holds NULLs)
+    loose = cs["tables"]["loose"]
+    assert len(loose["added"]) == len(loose["removed"]) == 3 and {"code": None, "extra": "x", "n": 1} in loose["added"]
+
+
+def test_whole_db_check_explains_and_fails_closed(tmp_path):
+    from envgen_verifiers.state import INLINE_LIMIT, whole_db
+
+    env, work = _pair(tmp_path, "CREATE TABLE m (id TEXT PRIMARY KEY, fines INTEGER, note TEXT);"
+                                "INSERT INTO m VALUES ('M-1', 5, ''), ('M-2', 3, ''), ('M-3', 0, '');")
+    def check(spec: dict) -> dict:
+        return whole_db({"db": "state.db", **spec}, work_dir=str(work), env_dir=str(env))
+
+    _db(work / "state.db", "UPDATE m SET fines = 0 WHERE id = 'M-1';")
+    expected = check({})["actual"]
+    assert check({"expected": expected})["ok"]
+    _db(work / "state.db", "UPDATE m SET fines = 0 WHERE id = 'M-2'; INSERT INTO m VALUES ('M-4', 1, '');")
+    out = check({"expected": expected})
+    assert not out["ok"] and out["differences"] == [
+        'm: row {"fines":1,"id":"M-4","note":""} was inserted, the task does not do that',
+        'm id="M-2": changed (fines=3 -> fines=0), the task does not change it']
+    assert out["reason"].startswith("the database differs from the expected end state: m: row")
+    _db(work / "state.db", "DELETE FROM m WHERE id = 'M-4'; UPDATE m SET fines = 3 WHERE id = 'M-2';"
+                           "UPDATE m SET fines = 1 WHERE id = 'M-1';")
+    assert check({"expected": expected})["differences"] == ['m id="M-1": expected fines=0, got fines=1 (was fines=5)']
+    # a large change set is recorded as digest + counts, and still compared exactly
+    _db(work / "state.db", f"UPDATE m SET fines = 0, note = '{'n' * INLINE_LIMIT}' WHERE id = 'M-1';")
+    big = check({})
+    assert set(big["actual"]) == {"digest", "summary"} and check({"expected": big["actual"]})["ok"]
+    _db(work / "state.db", "UPDATE m SET note = 'other' WHERE id = 'M-3';")
+    assert not check({"expected": big["actual"]})["ok"]
+    # never passes by default: no expectation, no pristine db, a missing or corrupt db
+    assert "no expected change set" in check({})["error"] and not check({})["ok"]
+    assert not whole_db({"db": "state.db", "expected": expected}, work_dir=str(work), env_dir=None)["ok"]
+    (work / "state.db").write_bytes(b"SQLite format 3\x00" + b"garbage" * 100)
+    assert "cannot be read" in check({"expected": expected})["error"]
+    (work / "state.db").unlink()
+    assert "missing" in check({"expected": expected})["error"]
+    with pytest.raises(ValueError, match="leaves the"):
+        check({"db": "../env/state.db"})
+
+
+def test_program_verifier_gets_the_pristine_db_and_the_whole_db_check(tmp_path):
+    env, work = _pair(tmp_path, "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT); INSERT INTO t VALUES (1, 'a');")
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "verify.py").write_text(
+        "def verify(ctx):\n"
+        "    was = ctx.pristine('state.db').execute('SELECT v FROM t WHERE id = 1').fetchone()[0]\n"
+        "    now = ctx.db('state.db').execute('SELECT v FROM t WHERE id = 1').fetchone()[0]\n"
+        "    return now == 'b', {'was': was, 'tables': sorted(ctx.changes('state.db')['tables'])}\n")
+    spec = {"kind": "program", "args": {"changes": {"db": "state.db"}}}
+    def run() -> dict:
+        return verify(spec, answer="", calls=[], work_dir=str(work), hidden_dir=str(hidden), env_dir=str(env))
+
+    _db(work / "state.db", "UPDATE t SET v = 'b';")
+    out = run()
+    assert out["reward"] == 0.0 and out["details"]["was"] == "a" and out["details"]["tables"] == ["t"]
+    spec["args"]["changes"]["expected"] = out["details"]["changes"]["actual"]
+    assert run()["reward"] == 1.0
+    _db(work / "state.db", "INSERT INTO t (v) VALUES ('extra');")
+    out = run()
+    assert out["reward"] == 0.0 and out["details"]["reason"].startswith("the database differs")
+    # report-only: the change set is measured, the function's reward stands
+    spec["args"]["changes"] = {"db": "state.db", "report": True}
+    out = run()
+    assert out["reward"] == 1.0 and out["details"]["changes"]["summary"]["tables"]["t"] == {
+        "added": 1, "removed": 0, "changed": 1}
 
 
 def test_program_verifier_gets_declared_arguments(tmp_path):

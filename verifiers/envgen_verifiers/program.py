@@ -6,9 +6,13 @@ It is called with whichever of these keyword arguments it declares:
     answer: str           the agent's final message
     calls: list[dict]     the episode's tool calls: {"tool", "args", "ok", "content"}
     params: dict          the task's verifier.args["params"]
-    ctx: Context          work_dir, hidden_dir, and db(path) for a read-only SQLite connection
+    ctx: Context          work_dir, hidden_dir, env_dir; db(path) and pristine(path) for read-only SQLite
+                          connections to the end and the pristine database; changes(path) for the change set
 
 and returns a bool, a number in [0, 1], or (reward, details).
+
+With ``args["changes"]`` (see ``state.py``) the whole end database must also equal the expected one: the
+function's reward stands only when it does, and ``details["changes"]`` always reports what changed.
 """
 
 from __future__ import annotations
@@ -19,14 +23,28 @@ import os
 import sqlite3
 import sys
 
+from . import state as _state
+
 
 class Context:
-    def __init__(self, work_dir: str, hidden_dir: str | None):
-        self.work_dir, self.hidden_dir = work_dir, hidden_dir
+    def __init__(self, work_dir: str, hidden_dir: str | None, env_dir: str | None = None):
+        self.work_dir, self.hidden_dir, self.env_dir = work_dir, hidden_dir, env_dir
 
     def db(self, path: str) -> sqlite3.Connection:
         """A read-only connection to a database under the work dir (the state the agent left)."""
         return sqlite3.connect(f"file:{os.path.join(self.work_dir, path)}?mode=ro", uri=True)
+
+    def pristine(self, path: str) -> sqlite3.Connection:
+        """A read-only connection to the same database before the episode (under the env dir)."""
+        if not self.env_dir:
+            raise ValueError("no pristine env dir was given to the verifier")
+        return sqlite3.connect(f"file:{os.path.join(self.env_dir, path)}?mode=ro", uri=True)
+
+    def changes(self, path: str, ignore=()) -> dict:
+        """The change set of the database at ``path``: the end state against the pristine one."""
+        if not self.env_dir:
+            raise ValueError("no pristine env dir was given to the verifier")
+        return _state.changeset(os.path.join(self.env_dir, path), os.path.join(self.work_dir, path), ignore)
 
 
 def _load(path: str):
@@ -41,15 +59,18 @@ def _load(path: str):
     return module
 
 
-def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: str | None, **_) -> dict:
-    """args: file="verify.py" (in hidden/), function="verify", params={}."""
+def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: str | None, env_dir: str | None = None,
+          **_) -> dict:
+    """args: file="verify.py" (in hidden/), function="verify", params={}, changes={db, ignore, expected}
+    (optional: the whole-database check, see state.py)."""
     if not hidden_dir:
         raise ValueError("program verifier needs the pack's hidden/ directory")
     path = os.path.normpath(os.path.join(hidden_dir, args.get("file", "verify.py")))
     if not path.startswith(os.path.normpath(hidden_dir) + os.sep):
         raise ValueError(f"verifier file {args.get('file')!r} leaves hidden/")
     fn = getattr(_load(path), args.get("function", "verify"))
-    offered = {"answer": answer, "calls": calls, "params": args.get("params", {}), "ctx": Context(work_dir, hidden_dir)}
+    offered = {"answer": answer, "calls": calls, "params": args.get("params", {}),
+               "ctx": Context(work_dir, hidden_dir, env_dir)}
     wanted = inspect.signature(fn).parameters
     out = fn(**{k: v for k, v in offered.items() if k in wanted})
     if isinstance(out, tuple):
@@ -58,4 +79,13 @@ def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: st
         reward, details = out["reward"], out.get("details", {})
     else:
         reward, details = out, {}
-    return {"reward": float(reward), "details": dict(details)}
+    reward, details = float(reward), dict(details)
+    spec = args.get("changes")
+    if spec is not None:
+        whole = _state.whole_db(spec, work_dir=work_dir, env_dir=env_dir, enforce=not spec.get("report"))
+        details["changes"] = whole
+        if not whole["ok"]:
+            if reward > 0 or "reason" not in details:
+                details["reason"] = whole.get("error") or whole.get("reason")
+            reward = 0.0
+    return {"reward": reward, "details": details}

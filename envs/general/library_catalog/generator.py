@@ -2,7 +2,9 @@
 
 Runs on the host. A second, smaller category of the general family, and the proof that a category is
 a folder: the engine (envgen.build, envgen.families) knows nothing about it. Unlike travel planning its
-tools change state, and its verifier judges the database the episode leaves behind. Levels:
+tools change state, and its verifier judges the whole database the episode leaves behind: it must equal
+the pristine one with the reference replayed (the build records that change set), so every task is
+drawn to have exactly one right end state (e.g. one available copy of the book at the branch). Levels:
 
     1   the newest book by an author, answered in text (one search)
     2   renew one named loan
@@ -25,13 +27,22 @@ from pathlib import Path
 from sqlalchemy import ForeignKey, Integer, String, create_engine, insert
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from envgen.families import Generated, ReferenceFailed, ToolRecorder, create_schema, fresh_workdir, load_module
+from envgen.families import (
+    Generated,
+    ReferenceFailed,
+    ToolRecorder,
+    create_schema,
+    db_changes,
+    fresh_workdir,
+    load_module,
+)
 from envgen.pack import Limits, Task
 
 HERE = Path(__file__).resolve().parent
 FAMILY, CATEGORY = "general", "library-catalog"
-VERSION = 1
-DEFAULT_TASKS = 60
+VERSION = 2
+DB = "state/library.db"
+DEFAULT_TASKS = 120
 LEVELS = (1, 2, 3, 4, 5, 6)
 MAX_ATTEMPTS = 80
 TODAY = datetime.date(2025, 3, 14)
@@ -162,24 +173,23 @@ class Library:
         self.q = q
         self.members = q("SELECT * FROM members ORDER BY id")
         self.loans_total = q("SELECT count(*) FROM loans")[0][0]
-        self.returned = q("SELECT count(*) FROM loans WHERE returned_on IS NOT NULL")[0][0]
 
     def loans(self, member: str) -> list:
         return self.q("SELECT l.*, c.book_id, b.title FROM loans l JOIN copies c ON c.id = l.copy_id JOIN books b "
                       "ON b.id = c.book_id WHERE l.member_id = ? AND l.returned_on IS NULL ORDER BY l.id", member)
 
     def base(self, member: dict) -> dict:
-        """Verifier params every state task shares: the member's loans and everyone else's fines, before."""
-        others = self.q("SELECT coalesce(sum(fines), 0) FROM members WHERE id != ?", member["id"])[0][0]
-        return {"member": member["id"], "loans_total": self.loans_total, "returned_before": self.returned,
-                "fines_others": others,
+        """Verifier params every state task shares: the member and their loans, before."""
+        return {"member": member["id"], "loans_total": self.loans_total,
                 "loans_before": {l["id"]: {"copy_id": l["copy_id"], "due": l["due"], "renewals": l["renewals"]}
                                  for l in self.loans(member["id"])}}
 
     def lendable(self, rng: random.Random) -> tuple[dict, str]:
-        """A book with an available copy at some branch, whose title finds it in the first page of results."""
+        """A book with exactly one available copy at some branch (so one end state is right), whose title
+        finds it in the first page of results."""
         rows = self.q("SELECT c.book_id, br.name AS branch FROM copies c JOIN branches br ON br.id = c.branch_id "
-                      "WHERE c.status = 'available' ORDER BY c.id")
+                      "WHERE c.status = 'available' AND (SELECT count(*) FROM copies o WHERE o.book_id = c.book_id "
+                      "AND o.branch_id = c.branch_id AND o.status = 'available') = 1 ORDER BY c.id")
         row = rng.choice(rows)
         book = self.q("SELECT * FROM books WHERE id = ?", row["book_id"])[0]
         same = self.q("SELECT count(*) FROM books WHERE instr(lower(title), lower(?)) > 0", book["title"])[0][0]
@@ -306,11 +316,12 @@ def generate(workdir: Path, n_tasks: int, seed: int) -> Generated:
     """Build the library and ``n_tasks`` desk requests for ``seed`` (task i depends on seed and i only)."""
     env, hidden = fresh_workdir(workdir)
     t0 = time.perf_counter()
-    db = env / "state" / "library.db"
+    db = env / DB
     build_db(db, seed)
     shutil.copy2(HERE / "tools.py", env / "tools.py")
     shutil.copy2(HERE / "verify.py", hidden / "verify.py")
     t_db = time.perf_counter() - t0
+    changes = db_changes(DB)
 
     tools = load_module(HERE / "tools.py", "envgen_categories.general.library_catalog_tools")
     lib = Library(db)
@@ -335,7 +346,8 @@ def generate(workdir: Path, n_tasks: int, seed: int) -> Generated:
                 raise RuntimeError(f"library-catalog: level {level} found no feasible task in {MAX_ATTEMPTS} draws")
             tasks.append(Task(
                 id=f"library-s{seed}-{i:04d}", prompt=[{"role": "user", "content": text}],
-                verifier={"kind": "program", "args": {"file": "verify.py", "function": "verify", "params": spec}},
+                verifier={"kind": "program", "args": {"file": "verify.py", "function": "verify", "params": spec,
+                                                      "changes": dict(changes)}},
                 reference={"calls": [c.model_dump() for c in tb.calls], "answer": answer},
                 difficulty=len(tb.calls),
                 meta={"source": "procedural", "family": FAMILY, "category": CATEGORY, "level": level,

@@ -144,7 +144,7 @@ def checkout_copy(member_id: str, copy_id: str) -> dict:
             raise ValueError(f"member {m['id']} has overdue loans {late}; return them first")
         if len(loans) >= LIMITS[m["tier"]]:
             raise ValueError(f"member {m['id']} is at the {m['tier']} limit of {LIMITS[m['tier']]} loans")
-        n = con.execute("SELECT count(*) FROM loans").fetchone()[0]
+        n = con.execute("SELECT coalesce(max(CAST(substr(id, 4) AS INTEGER)), 0) FROM loans").fetchone()[0]
         loan_id = f"LN-{n + 1:04d}"
         due = (TODAY + datetime.timedelta(days=LOAN_DAYS)).isoformat()
         con.execute("INSERT INTO loans (id, member_id, copy_id, loaned_on, due, renewals, returned_on) "
@@ -152,6 +152,24 @@ def checkout_copy(member_id: str, copy_id: str) -> dict:
         con.execute("UPDATE copies SET status = 'on loan' WHERE id = ?", (c["id"],))
         con.commit()
     return {"loan_id": loan_id, "member_id": m["id"], "copy_id": c["id"], "due": due}
+
+
+def cancel_checkout(loan_id: str) -> dict:
+    """Undo a checkout made today by mistake, before the member leaves the desk: the loan is deleted and
+    the copy is available again. Only for a loan lent today, never renewed and not returned.
+
+    Args:
+        loan_id: the id checkout_copy returned, e.g. "LN-0521"
+    """
+    with closing(_connect()) as con:
+        loan = _get(con, "loans", "id", loan_id, "loan")
+        if loan["loaned_on"] != TODAY.isoformat() or loan["renewals"] or loan["returned_on"] is not None:
+            raise ValueError(f"loan {loan['id']} was not lent today or has been renewed or returned; only a "
+                             "checkout made today can be cancelled")
+        con.execute("DELETE FROM loans WHERE id = ?", (loan["id"],))
+        con.execute("UPDATE copies SET status = 'available' WHERE id = ?", (loan["copy_id"],))
+        con.commit()
+    return {"cancelled": loan["id"], "copy_id": loan["copy_id"]}
 
 
 def return_copy(copy_id: str) -> dict:

@@ -1,10 +1,12 @@
 """Verifier of the library-desk tasks (the pack's hidden/verify.py; stdlib only, Python 3.8+).
 
-It reads the database the episode left behind and checks the request was carried out, and nothing
-else was changed: the right loans renewed once, exactly one new loan of the right book at the right
-branch for the right member, late books checked in, fines settled, other members untouched, and a
-final ``submit_result`` naming the member and exactly the loans created or renewed. Lookup tasks need
-an answer naming the right book that appeared in a tool result of the episode.
+It reads the database the episode left behind and checks the request was carried out: the right loans
+renewed once, exactly one new loan of the right book at the right branch for the right member, late
+books checked in, fines settled, and a final ``submit_result`` naming the member and exactly the loans
+created or renewed. Lookup tasks need an answer naming the right book that appeared in a tool result of
+the episode. That nothing else changed (other members' loans and fines, extra loans, new tables) is the
+kit's whole-database check, declared in the task's verifier args as ``changes``: it compares every row
+with the pristine database plus the reference's change set, and overrides this function's score.
 """
 
 import datetime
@@ -31,9 +33,6 @@ def verify(answer, calls, params, ctx):
         submitted = args.get("loan_ids")
         if not isinstance(submitted, list):
             return 0.0, {"reason": "loan_ids is not a list"}
-        ok, why = _untouched(con, params)
-        if not ok:
-            return 0.0, {"reason": why}
         return (_renew if kind == "renew" else _borrow)(con, params, submitted)
     finally:
         con.close()
@@ -62,23 +61,6 @@ def _book_ids(text):
     text = unicodedata.normalize("NFKC", text).translate(
         dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2043\u2212\ufe58\ufe63\uff0d"), "-"))
     return {"BK-" + d for d in re.findall(r"(?<![A-Z0-9])BK\s?-\s?(\d{4})(?!\d)", text.upper())}
-
-
-def _untouched(con, p):
-    """Other members' fines and the books' loan history changed only as the request allows."""
-    others = con.execute("SELECT coalesce(sum(fines), 0) FROM members WHERE id != ?", (p["member"],)).fetchone()[0]
-    if others != p["fines_others"]:
-        return False, "other members' fines changed"
-    returned = con.execute("SELECT count(*) FROM loans WHERE returned_on IS NOT NULL").fetchone()[0]
-    if returned != p["returned_before"] + len(p.get("returns", [])):
-        return False, f"{returned - p['returned_before']} loans were checked in, the request needed {len(p.get('returns', []))}"
-    for loan_id, before in sorted(p["loans_before"].items()):
-        if loan_id in p.get("renew", []) or before["copy_id"] in p.get("returns", []):
-            continue
-        row = con.execute("SELECT due, renewals, returned_on FROM loans WHERE id = ?", (loan_id,)).fetchone()
-        if (row["due"], row["renewals"], row["returned_on"]) != (before["due"], before["renewals"], None):
-            return False, f"loan {loan_id} was changed but the request did not ask for it"
-    return True, ""
 
 
 def _renew(con, p, submitted):
