@@ -104,8 +104,9 @@ def test_agent_tools_edit_run_and_submit(built):
         cheat = ("diff --git a/tests/conftest.py b/tests/conftest.py\nnew file mode 100644\n--- /dev/null\n"
                  "+++ b/tests/conftest.py\n@@ -0,0 +1 @@\n+import pytest\n")
         assert ep.call("submit", {"patch": cheat}).ok
-        verdict = ep.finish("done")
-        assert verdict.reward == 0.0 and "test infrastructure" in verdict.details["reason"]
+        verdict = ep.finish("done")  # graded with the conftest removed again: no fix, so 0
+        assert verdict.reward == 0.0 and verdict.details["restored"] == ["tests/conftest.py"]
+        assert verdict.details["FAIL_TO_PASS"] == "0/1" and verdict.details["canary"] == "failed"
 
 
 def test_swebench_file_round_trips(built, tmp_path):
@@ -140,3 +141,4 @@ def test_a_gold_patch_that_does_not_apply_is_rejected_with_gits_reason(built, tm
                         gate=False, store=tmp_path / "s.sqlite", log=lambda m: None)
     (rej,) = report.rejections
     assert rej["stage"] == "validate" and rej["reason"].startswith("gold.patch does not apply: error: patch failed")
+
