@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -12,13 +13,15 @@ from envgen.paths import bundled
 
 sys.path.insert(0, str(bundled("verifiers")))
 from envgen_verifiers.tests import (  # noqa: E402
+    SUBMISSION,
+    Infrastructure,
     PatchError,
+    check,
     check_patch,
     parse_junit,
     parse_pytest_summary,
     parse_report,
     parse_unittest_verbose,
-    Infrastructure,
     patch_files,
     prepare_repo,
     probe_environment,
@@ -27,9 +30,9 @@ from envgen_verifiers.tests import (  # noqa: E402
 )
 
 try:
-    from .code_repo import diff, make_tally_repo
+    from .code_repo import diff, make_calc_repo, make_tally_repo
 except ImportError:  # tests/ is not a package: pytest puts it on sys.path
-    from code_repo import diff, make_tally_repo
+    from code_repo import diff, make_calc_repo, make_tally_repo
 
 XUNIT1 = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="1" failures="1"
 skipped="2" tests="7"><testcase classname="tests.test_core" name="test_add" file="tests/test_core.py" line="3"/>
@@ -142,7 +145,7 @@ def test_malformed_patches_are_refused(gitdiff, mutate, why):
 
 def test_infrastructure_is_test_configuration_hooks_metadata_caches_tests_and_shadowing_modules():
     infra = Infrastructure(test_paths={"tests/test_core.py"}, files=["pkg/tests/unit/test_a.py", "test_top.py"],
-                           roots=["", "src"], env_modules={"pytest", "pluggy", "json", "tally"},
+                           roots=["", "src"], env_modules={"pytest", "pluggy", "json", "tally", "unittest"},
                            base_paths=["src/tally/__init__.py", "setup.cfg"])
     for path in ("setup.cfg", "docs/pyproject.toml", "tox.ini", "pytest.ini", ".pytest.ini", "pytest.toml",
                  "sub/dir/conftest.py", ".coveragerc", "src/sitecustomize.py", "usercustomize.py",
@@ -151,7 +154,7 @@ def test_infrastructure_is_test_configuration_hooks_metadata_caches_tests_and_sh
                  "src/tally/__pycache__/core.cpython-311.pyc", "src/tally/core.pyc", ".pytest_cache/v/x",
                  "tests/test_core.py",  # the test patch's file
                  "pkg/tests/helpers.py", "pkg/tests/unit/data/x.json",  # the run files' test directory
-                 "pytest.py", "src/pluggy/__init__.py", "json.py",  # new modules shadowing the environment's
+                 "pytest.py", "src/pluggy/__init__.py", "json.py", "unittest/__init__.py",  # new modules shadowing
                  "src/json.cpython-311-x86_64-linux-gnu.so"):
         assert infra(path), path
     for path in ("src/tally/core.py", "src/tally/new_module.py", "README.md", "setup.py",
@@ -220,7 +223,7 @@ def test_stage_restores_every_infrastructure_edit_and_keeps_the_fix(tally):
                  env_modules=found["modules"]) == []
 
 
-def test_the_canary_exposes_a_run_that_reports_failures_as_passes(tally):
+def test_the_canary_exposes_a_run_that_reports_failures_as_passes(tally, monkeypatch):
     """A report forged inside the test process (here a conftest at base; for a submission, code the tests
     import) cannot hide from the kit: its always-failing canary comes back passed."""
     tree, base, gold, test = tally
@@ -232,6 +235,9 @@ def test_the_canary_exposes_a_run_that_reports_failures_as_passes(tally):
     (root / "tests/conftest.py").write_text("import pytest\n\n\n@pytest.hookimpl(tryfirst=True)\n"
                                             "def pytest_runtest_logreport(report):\n    report.outcome = 'passed'\n")
     forged = run_tests(tree, "pytest", ["tests/test_fail.py"], pythonpath=["src"])
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:junitxml")  # the verifier's own environment never leaks in
+    monkeypatch.setenv("PYTEST_PLUGINS", "tests.conftest")
+    assert run_tests(tree, "pytest", ["tests/test_fail.py"], pythonpath=["src"])["source"] == "junit"
     assert forged["outcomes"] == {"tests/test_fail.py::test_no": "passed"} and forged["canary"] == "passed"
     assert sorted(p.name for p in root.glob("tests/*.py")) == ["conftest.py", "test_core.py", "test_fail.py"]
     unit = run_tests(tree, "unittest", ["tests/test_fail.py"], pythonpath=["src"])
@@ -283,3 +289,42 @@ def test_recipe_registers_the_projects_own_entry_points(tmp_path):
     assert "registers its own pytest plugin(s): tally" in recipe.notes
     check = next(s.run for s in recipe.steps if s.name == "check")
     assert check.startswith("PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 ")
+
+
+def test_check_grades_a_fresh_tree_from_the_pristine_snapshot_whatever_the_work_dir_holds(tmp_path):
+    """Leftovers of the episode (an ancestor pytest.ini, a git filter in the work dir's repository, a forged
+    conftest in the tree) are gone before the run; a genuine fix with a config edit scores 1."""
+    from envgen.code.candidates import split_patch
+    from envgen.code.environment import make_snapshot
+    from envgen.code.python import Python
+
+    shas = make_calc_repo(tmp_path / "calc")
+    gold, test, _, _ = split_patch(diff(tmp_path / "calc", shas["initial"], shas["fix"]), Python())
+    env_dir, work, hidden = tmp_path / "env", tmp_path / "work", tmp_path / "hidden"
+    base = make_snapshot(tmp_path / "calc", shas["initial"], env_dir / "repo.git")
+    hidden.mkdir()
+    (hidden / "test.patch").write_text(test)
+    shutil.copytree(env_dir, work)
+    tree = pathlib.Path(prepare_repo(str(work)))
+    git_dir = str(work / "repo.git")
+    subprocess.run(["git", "--git-dir", git_dir, "config", "filter.x.smudge", f"touch {tmp_path}/pwned; cat"], check=True)
+    (work / "repo.git" / "info").mkdir(exist_ok=True)
+    (work / "repo.git" / "info" / "attributes").write_text("* filter=x\n")
+    (work / "pytest.ini").write_text("[pytest]\naddopts = -p no:junitxml\n")
+    (tree / "tests" / "conftest.py").write_text("def pytest_runtest_logreport(report):\n"
+                                                "    report.outcome = 'passed'\n")
+    (work / SUBMISSION).parent.mkdir()
+    config_edit = ("diff --git a/pyproject.toml b/pyproject.toml\n--- a/pyproject.toml\n+++ b/pyproject.toml\n"
+                   "@@ -1,3 +1,3 @@\n [project]\n-name = \"calc\"\n+name = \"calc2\"\n version = \"0.1.0\"\n")
+    (work / SUBMISSION).write_text(gold + config_edit)
+    args = {"base": base, "framework": "pytest", "files": ["tests/test_core.py"], "pythonpath": ["src"],
+            "FAIL_TO_PASS": ["tests/test_core.py::test_subtract"], "PASS_TO_PASS": ["tests/test_core.py::test_add"],
+            "plugins": []}
+    calls = [{"tool": "submit", "ok": True}]
+    out = check(args, answer="done", calls=calls, work_dir=str(work), hidden_dir=str(hidden), env_dir=str(env_dir))
+    assert out["reward"] == 1.0, out
+    assert out["details"]["restored"] == ["pyproject.toml"] and out["details"]["report"] == "junit"
+    assert sorted(p.name for p in work.iterdir()) == ["repo", "repo.git"]
+    assert "filter" not in (work / "repo.git" / "config").read_text()
+    assert not (tmp_path / "pwned").exists()  # the planted filter never ran
+    assert not (tree / "tests" / "conftest.py").exists()
