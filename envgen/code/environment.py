@@ -105,12 +105,12 @@ def build_environment(recipe: Recipe, *, client=None, log=images.stderr_log) -> 
     t0 = time.perf_counter()
     base, fam = family_for(recipe, client=client, log=log)
     tag = env_tag(recipe)
-    if images.image_exists(client, tag):
+    if images.image_exists(client, tag) and _built_on(client, tag, fam):
         return Environment(recipe.key, tag, client.images.get(tag).id, base, fam,
                            [StepResult(s.name, s.run, 0) for s in recipe.steps], True,
                            time.perf_counter() - t0, recipe.to_dict())
     with images.build_lock(tag):
-        if images.image_exists(client, tag):
+        if images.image_exists(client, tag) and _built_on(client, tag, fam):
             return build_environment(recipe, client=client, log=log)
         steps = [StepResult(s.name, s.run, None) for s in recipe.steps]
         run_index = {f"RUN {s.run}": i for i, s in enumerate(recipe.steps)}
@@ -155,6 +155,15 @@ def build_environment(recipe: Recipe, *, client=None, log=images.stderr_log) -> 
                 s.rc = 0
     return Environment(recipe.key, tag, client.images.get(tag).id, base, fam, steps, False,
                        time.perf_counter() - t0, recipe.to_dict())
+
+
+def _built_on(client, tag: str, family: str) -> bool:
+    """Whether the environment image is built over the current family image (a changed runtime or verifier
+    kit gives a new family image; an environment over the old one must be rebuilt, or task images, built
+    over the new family, would share none of its layers)."""
+    env, fam = client.images.get(tag), client.images.get(family)
+    layers = fam.attrs["RootFS"]["Layers"]
+    return env.attrs["RootFS"]["Layers"][:len(layers)] == layers
 
 
 # ---------------------------------------------------------------- repository snapshots
