@@ -151,7 +151,7 @@ def test_infrastructure_is_test_configuration_hooks_metadata_caches_tests_and_sh
                  "sub/dir/conftest.py", ".coveragerc", "src/sitecustomize.py", "usercustomize.py",
                  "src/sitecustomize/__init__.py", "src/usercustomize.cpython-311-x86_64-linux-gnu.so", "src/x.pth",
                  "src/evil-1.0.dist-info/entry_points.txt", "evil.egg-info/entry_points.txt", "evil.egg-link",
-                 "src/tally/__pycache__/core.cpython-311.pyc", "src/tally/core.pyc", ".pytest_cache/v/x",
+                 "src/tally/__pycache__/core.cpython-311.pyc", "src/tally/core.pyc", ".pytest_cache/v/x", "tests/.gitattributes",
                  "tests/test_core.py",  # the test patch's file
                  "pkg/tests/helpers.py", "pkg/tests/unit/data/x.json",  # the run files' test directory
                  "pytest.py", "src/pluggy/__init__.py", "json.py", "unittest/__init__.py",  # new modules shadowing
@@ -160,7 +160,7 @@ def test_infrastructure_is_test_configuration_hooks_metadata_caches_tests_and_sh
     for path in ("src/tally/core.py", "src/tally/new_module.py", "README.md", "setup.py",
                  "src/tally/__init__.py",  # the project's own package (the environment names it too)
                  "tests/test_other.py",  # tests/ holds no run file here and the test patch leaves it alone
-                 "pkg/test_helpers.py", "src/tally/json.py", "newpkg/__init__.py"):
+                 "pkg/test_helpers.py", "src/tally/json.py", "newpkg/__init__.py", "json/README.md"):
         assert not infra(path), path
 
 

@@ -42,13 +42,16 @@ SUBMISSION = ".envgen/submission.patch"
 CONFIG_NAMES = frozenset({
     "conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg",
     "pyproject.toml", ".coveragerc", "sitecustomize.py", "usercustomize.py", "sitecustomize", "usercustomize",
-    "__pycache__", ".pytest_cache"})
+    "__pycache__", ".pytest_cache", ".gitattributes"})
 """Path components that configure the test run or the interpreter (anywhere in the tree): pytest's
 configuration files and conftests, coverage's (its plugins run inside pytest-cov), start-up hooks,
-byte-code caches (an unchecked .pyc replaces its source)."""
+byte-code caches (an unchecked .pyc replaces its source), and git attributes (they would apply to the
+files the kit restores)."""
 INFRA_SUFFIXES = (".pth", ".pyc", ".pyo", ".egg-link")
 INFRA_DIR_SUFFIXES = (".dist-info", ".egg-info")
 """Distribution metadata: its entry_points.txt can register pytest11 plugins."""
+PY_SUFFIXES = (".py", ".pyc", ".pyo", ".pyw", ".so", ".pyd")
+"""Files Python imports code from."""
 TEST_DIRS = ("tests", "test", "testing")
 """Directory names whose subtree, when it holds a run test file, belongs to the tests (helpers, data)."""
 TAIL_CHARS = 3000
@@ -271,7 +274,7 @@ def top_module(rel: str) -> str | None:
     first, _, rest = rel.partition("/")
     if rest:
         stem = first
-    elif first.endswith((".py", ".pyc", ".pyw")):
+    elif first.endswith((".py", ".pyc", ".pyo", ".pyw")):
         stem = first.rsplit(".", 1)[0]
     elif first.endswith((".so", ".pyd")):
         stem = first.split(".", 1)[0]
@@ -286,9 +289,10 @@ class Infrastructure:
     test_paths: what the test patch adds, changes or deletes; files: the run's test files; roots:
     import roots relative to the tree (``""`` is the tree itself, the current directory of the run);
     env_modules: top-level modules the environment provides (stdlib and installed); base_paths: the
-    files at the base commit. A new top-level module at an import root that an environment module has
-    the name of (``pytest.py``, ``pluggy/``, ``json.py``) would shadow it and is infrastructure; one
-    that exists at base is the project's own (the project under test may be pytest itself).
+    files at the base commit. The Python files of a new top-level module at an import root that an
+    environment module has the name of (``pytest.py``, ``pluggy/__init__.py``, ``json.py``) would
+    shadow it and are infrastructure; a top-level name that exists at base is the project's own (the
+    project under test may be pytest itself).
     """
 
     def __init__(self, *, test_paths=(), files=(), roots=("",), env_modules=(), base_paths=()):
@@ -318,6 +322,8 @@ class Infrastructure:
             return True
         if path in self.test_paths or any(path == s or path.startswith(s + "/") for s in self.subtrees):
             return True
+        if not name.endswith(PY_SUFFIXES):
+            return False  # a package's other files cannot shadow anything once its Python files are gone
         for r in self.roots:
             rel = self._rel(path, r)
             top = top_module(rel) if rel is not None else None
