@@ -145,16 +145,17 @@ def test_malformed_patches_are_refused(gitdiff, mutate, why):
 
 def test_infrastructure_is_test_configuration_hooks_metadata_caches_tests_and_shadowing_modules():
     infra = Infrastructure(test_paths={"tests/test_core.py"}, files=["pkg/tests/unit/test_a.py", "test_top.py"],
-                           roots=["", "src"], env_modules={"pytest", "pluggy", "json", "tally", "unittest"},
+                           roots=["", "src"], env_modules={"pytest", "py", "pluggy", "json", "tally", "unittest"},
                            base_paths=["src/tally/__init__.py", "setup.cfg"])
     for path in ("setup.cfg", "docs/pyproject.toml", "tox.ini", "pytest.ini", ".pytest.ini", "pytest.toml",
                  "sub/dir/conftest.py", ".coveragerc", "src/sitecustomize.py", "usercustomize.py",
                  "src/sitecustomize/__init__.py", "src/usercustomize.cpython-311-x86_64-linux-gnu.so", "src/x.pth",
                  "src/evil-1.0.dist-info/entry_points.txt", "evil.egg-info/entry_points.txt", "evil.egg-link",
-                 "src/tally/__pycache__/core.cpython-311.pyc", "src/tally/core.pyc", ".pytest_cache/v/x", "tests/.gitattributes",
+                 "src/tally/__pycache__/core.cpython-311.pyc", "src/tally/core.pyc", ".pytest_cache/v/x",
+                 "tests/.gitattributes",
                  "tests/test_core.py",  # the test patch's file
                  "pkg/tests/helpers.py", "pkg/tests/unit/data/x.json",  # the run files' test directory
-                 "pytest.py", "src/pluggy/__init__.py", "json.py", "unittest/__init__.py",  # new modules shadowing
+                 "pytest.py", "py.py", "src/pluggy/__init__.py", "json.py", "unittest/__init__.py",  # shadowing
                  "src/json.cpython-311-x86_64-linux-gnu.so"):
         assert infra(path), path
     for path in ("src/tally/core.py", "src/tally/new_module.py", "README.md", "setup.py",
@@ -307,7 +308,8 @@ def test_check_grades_a_fresh_tree_from_the_pristine_snapshot_whatever_the_work_
     shutil.copytree(env_dir, work)
     tree = pathlib.Path(prepare_repo(str(work)))
     git_dir = str(work / "repo.git")
-    subprocess.run(["git", "--git-dir", git_dir, "config", "filter.x.smudge", f"touch {tmp_path}/pwned; cat"], check=True)
+    subprocess.run(["git", "--git-dir", git_dir, "config", "filter.x.smudge", f"touch {tmp_path}/pwned; cat"],
+                   check=True)
     (work / "repo.git" / "info").mkdir(exist_ok=True)
     (work / "repo.git" / "info" / "attributes").write_text("* filter=x\n")
     (work / "pytest.ini").write_text("[pytest]\naddopts = -p no:junitxml\n")
