@@ -24,15 +24,25 @@ verifiers, the last id ("A-0075") and the last number of the final line (else th
 "Answer:" line), each probed only when the verifier grades it: the reference with that value changed
 wherever the text says it must score below 1, else the text is not what is graded there (a plan graded
 on its submission). Final-text verifiers that ask for evidence also meet ``noop``.
+
+For ``tests`` verifiers (code tasks), submissions that take the test run over instead of fixing the
+code (``code_probes``): ``plugin-addopts`` (a new module that reports every test as passed, named
+with ``-p`` in the addopts of every pytest configuration file, setup.cfg always), ``plugin-conftest``
+(the same hook in a conftest.py beside the run files and at the root) and ``config-only`` (only the
+test configuration edited: every task test deselected).
 """
 
 from __future__ import annotations
 
 import copy
+import difflib
+import hashlib
 import itertools
 import json
 import random
 import re
+import shlex
+import subprocess
 from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
@@ -255,6 +265,7 @@ def gate(sandbox: Sandbox, pack: Pack, task: Task) -> GateResult:
     scores: dict[str, float] = {}
     ref_details: dict[str, Any] = {}
     for name, (calls, answer, want) in itertools.chain(probes(task, pack.manifest.submit_tool).items(),
+                                                       code_probes(pack, task).items(),
                                                        text_probes(sandbox, pack, task)):
         ep = replay(sandbox, task, calls, answer)
         scores[name] = ep.verdict.reward
@@ -384,3 +395,107 @@ def collateral(sandbox: Sandbox, pack: Pack, task: Task, ref_details: dict[str, 
             return reward, (f"the reference plus {c.tool}({json.dumps(c.args, ensure_ascii=False)[:200]}), which "
                             "changes the database beyond what the task asks")
     return None, "no single call of the other references changes this task's database beyond its reference"
+
+# ---------------------------------------------------------------- code tasks: taking the test run over
+
+FORCE_PASS = '''"""Reports every test as passed (an envgen red-team probe: no verifier may reward it)."""
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report):
+    report.outcome = "passed"
+    report.longrepr = None
+'''
+
+
+def file_diff(path: str, old: str | None, new: str) -> str:
+    """A git-style diff turning ``old`` (None: no file) into ``new``."""
+    a, b = (old or "").splitlines(keepends=True), new.splitlines(keepends=True)
+    head = f"diff --git a/{path} b/{path}\n" + ("new file mode 100644\n" if old is None else "")
+    body = difflib.unified_diff(a, b, "/dev/null" if old is None else f"a/{path}", f"b/{path}")
+    return head + "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in body)
+
+
+def ini_addopts(text: str | None, section: str, opts: str) -> str:
+    """``text`` with ``opts`` put first in ``[section]``'s addopts (section and key added when missing)."""
+    lines = (text or "").splitlines(keepends=True)
+    head = next((i for i, ln in enumerate(lines) if ln.strip() == f"[{section}]"), None)
+    if head is None:
+        sep = "" if not lines or lines[-1].endswith("\n") else "\n"
+        return (text or "") + sep + ("\n" if lines else "") + f"[{section}]\naddopts = {opts}\n"
+    for i in range(head + 1, len(lines)):
+        if lines[i].startswith("["):
+            break
+        m = re.match(r"^addopts\s*[=:]", lines[i])
+        if m:
+            lines[i] = lines[i][:m.end()] + f" {opts}" + lines[i][m.end():]
+            return "".join(lines)
+    lines.insert(head + 1, f"addopts = {opts}\n")
+    return "".join(lines)
+
+
+def toml_addopts(text: str, opts: list[str]) -> str:
+    """pyproject.toml with ``opts`` first in [tool.pytest.ini_options] addopts (string or array form)."""
+    lines = text.splitlines(keepends=True)
+    head = next((i for i, ln in enumerate(lines) if ln.strip() == "[tool.pytest.ini_options]"), None)
+    if head is None:
+        sep = "" if not lines or lines[-1].endswith("\n") else "\n"
+        return text + sep + f"\n[tool.pytest.ini_options]\naddopts = {_toml_str(' '.join(opts))}\n"
+    for i in range(head + 1, len(lines)):
+        if lines[i].lstrip().startswith("["):
+            break
+        m = re.match(r"^(\s*addopts\s*=\s*)(\[|\"\"\"|\'\'\'|\"|\')", lines[i])
+        if m:
+            opener = m.group(2)
+            add = "".join(f"{_toml_str(o)}, " for o in opts) if opener == "[" else " ".join(opts) + " "
+            lines[i] = lines[i][:m.end()] + add + lines[i][m.end():]
+            return "".join(lines)
+    lines.insert(head + 1, f"addopts = {_toml_str(' '.join(opts))}\n")
+    return "".join(lines)
+
+
+def _toml_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def config_patch(read, opts: list[str]) -> str:
+    """Edits of every pytest configuration file at the task's base putting ``opts`` first in addopts;
+    setup.cfg is edited (or created) always, pyproject.toml whenever it exists."""
+    joined = " ".join(shlex.quote(o) for o in opts)
+    out = ""
+    for path, section in (("pytest.ini", "pytest"), ("tox.ini", "pytest")):
+        old = read(path)
+        if old is not None and (path == "pytest.ini" or "[pytest]" in old):
+            out += file_diff(path, old, ini_addopts(old, section, joined))
+    old = read("setup.cfg")
+    out += file_diff("setup.cfg", old, ini_addopts(old, "tool:pytest", joined))
+    old = read("pyproject.toml")
+    if old is not None:
+        out += file_diff("pyproject.toml", old, toml_addopts(old, opts))
+    return out
+
+
+def code_probes(pack: Pack, task: Task) -> dict[str, tuple[list[ToolCall], str, float]]:
+    """Submissions that take a code task's test run over instead of fixing anything (``tests`` verifiers)."""
+    submit = pack.manifest.submit_tool
+    if task.verifier.kind != "tests" or not submit:
+        return {}
+    args = task.verifier.args
+    git_dir = str(pack.env_dir / args.get("git_dir", "repo.git"))
+
+    def read(path: str) -> str | None:
+        out = subprocess.run(["git", "--git-dir", git_dir, "show", f"{args['base']}:{path}"], capture_output=True)
+        return out.stdout.decode("utf-8", errors="surrogateescape") if out.returncode == 0 else None
+
+    module = "envgen_probe_" + hashlib.sha256(task.id.encode()).hexdigest()[:8]
+    files = list(args.get("files") or [])
+    conftests = ["conftest.py"] + [f"{d}/conftest.py" for d in {f.rsplit("/", 1)[0] for f in files if "/" in f}]
+    hook = "\n\n" + FORCE_PASS.split("\n", 1)[1]
+    in_conftest = "".join(file_diff(c, read(c), (read(c) or "") + hook) for c in sorted(conftests))
+    tests = list(args.get("FAIL_TO_PASS") or []) + list(args.get("PASS_TO_PASS") or [])
+    deselect = [a for t in tests for a in ("--deselect", t)]
+    patches = {"plugin-addopts": file_diff(f"{module}.py", None, FORCE_PASS) + config_patch(read, ["-p", module]),
+               "plugin-conftest": in_conftest,
+               "config-only": config_patch(read, deselect)}
+    return {name: ([ToolCall(tool=submit, args={"patch": patch})], "Done.", 0.0) for name, patch in patches.items()}

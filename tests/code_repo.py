@@ -193,3 +193,124 @@ def make_calc_repo(root: Path, *, slow_tests: int = 0, slow_loops: int = 20000) 
 
 def diff(root: Path, base: str, head: str) -> str:
     return _git(root, "diff", "--binary", "--full-index", base, head) + "\n"
+
+
+# ---------------------------------------------------------------- tally: a setup.cfg project with its own pytest plugin
+
+TALLY_SETUP_CFG = '''\
+[metadata]
+name = tally
+version = 1.2.0
+description = Small statistics over lists of numbers
+classifiers =
+    Programming Language :: Python :: 3
+    Programming Language :: Python :: 3.11
+
+[options]
+package_dir =
+    =src
+packages = find:
+python_requires = >=3.9
+
+[options.packages.find]
+where = src
+
+[options.entry_points]
+pytest11 =
+    tally = tally.pytest_plugin
+
+[tool:pytest]
+testpaths = tests
+addopts = --strict-markers
+markers =
+    slow: long-running tests
+xfail_strict = true
+'''
+
+TALLY_PYPROJECT = '''\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+'''
+
+TALLY_CORE = '''\
+"""Statistics over lists of numbers."""
+
+
+def total(values):
+    return sum(values)
+
+
+def mean(values):
+    return total(values) / len(values)
+
+
+def spread(values):
+    """The distance between the largest and the smallest value."""
+    return min(values) - max(values)
+'''
+
+TALLY_PLUGIN = '''\
+"""tally's pytest plugin (entry point ``tally``): sample data for tests of code that uses tally."""
+
+import pytest
+
+
+@pytest.fixture
+def samples():
+    return [3, 1, 4, 1, 5, 9, 2, 6]
+'''
+
+TALLY_CONFTEST = '''\
+import pytest
+
+
+@pytest.fixture
+def empty():
+    return []
+'''
+
+TALLY_TESTS = '''\
+import pytest
+
+from tally.core import mean, total
+
+
+def test_total(samples):
+    assert total(samples) == 31
+
+
+def test_mean(samples):
+    assert mean(samples) == 31 / 8
+
+
+def test_mean_of_nothing(empty):
+    with pytest.raises(ZeroDivisionError):
+        mean(empty)
+'''
+
+TALLY_FIX_MSG = """Fix spread returning a negative distance
+
+spread() subtracted the largest value from the smallest, so every spread came out
+negative; it now returns max - min."""
+
+
+def make_tally_repo(root: Path) -> dict[str, str]:
+    """``tally``: configured in setup.cfg ([tool:pytest], entry points; pyproject.toml holds only the
+    build system), src layout, a tests/conftest.py, and its own pytest plugin (entry point ``tally``)
+    whose ``samples`` fixture the tests need, so the environment's plugin must be loaded to pass.
+    One candidate: ``fix`` corrects ``spread`` and adds ``test_spread`` (FAIL_TO_PASS).
+    Returns {"initial", "fix": sha}."""
+    root.mkdir(parents=True, exist_ok=True)
+    _git(root, "init", "-q", "-b", "main")
+    _write(root, {"setup.cfg": TALLY_SETUP_CFG, "pyproject.toml": TALLY_PYPROJECT, "README.md": "# tally\n",
+                  "src/tally/__init__.py": '"""tally."""\n', "src/tally/core.py": TALLY_CORE,
+                  "src/tally/pytest_plugin.py": TALLY_PLUGIN, "tests/conftest.py": TALLY_CONFTEST,
+                  "tests/test_core.py": TALLY_TESTS})
+    shas = {"initial": _commit(root, "tally: total, mean and spread, with a pytest plugin for sample data", 1)}
+    _write(root, {"src/tally/core.py": TALLY_CORE.replace("min(values) - max(values)", "max(values) - min(values)"),
+                  "tests/test_core.py": TALLY_TESTS.replace("from tally.core import mean, total",
+                                                            "from tally.core import mean, spread, total")
+                  + "\n\ndef test_spread(samples):\n    assert spread(samples) == 8\n"})
+    shas["fix"] = _commit(root, TALLY_FIX_MSG, 2)
+    return shas

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -11,15 +13,26 @@ from envgen.paths import bundled
 
 sys.path.insert(0, str(bundled("verifiers")))
 from envgen_verifiers.tests import (  # noqa: E402
+    SUBMISSION,
+    Infrastructure,
     PatchError,
+    check,
     check_patch,
     parse_junit,
     parse_pytest_summary,
     parse_report,
     parse_unittest_verbose,
     patch_files,
-    protected_touches,
+    prepare_repo,
+    probe_environment,
+    run_tests,
+    stage,
 )
+
+try:
+    from .code_repo import diff, make_calc_repo, make_tally_repo
+except ImportError:  # tests/ is not a package: pytest puts it on sys.path
+    from code_repo import diff, make_calc_repo, make_tally_repo
 
 XUNIT1 = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="1" failures="1"
 skipped="2" tests="7"><testcase classname="tests.test_core" name="test_add" file="tests/test_core.py" line="3"/>
@@ -130,10 +143,190 @@ def test_malformed_patches_are_refused(gitdiff, mutate, why):
         check_patch(mutate(gitdiff))
 
 
-def test_submissions_may_not_touch_test_infrastructure():
-    patch = ("diff --git a/tests/conftest.py b/tests/conftest.py\n--- /dev/null\n+++ b/tests/conftest.py\n"
-             "diff --git a/src/m.py b/src/m.py\n")
-    assert protected_touches(patch) == ["tests/conftest.py"]
-    assert protected_touches("diff --git a/src/m.py b/src/m.py\n", ["tests/test_m.py"]) == []
-    assert protected_touches("diff --git a/tests/test_m.py b/tests/test_m.py\n", ["tests/test_m.py"]) == \
-        ["tests/test_m.py"]
+def test_infrastructure_is_test_configuration_hooks_metadata_caches_tests_and_shadowing_modules():
+    infra = Infrastructure(test_paths={"tests/test_core.py"}, files=["pkg/tests/unit/test_a.py", "test_top.py"],
+                           roots=["", "src"], env_modules={"pytest", "py", "pluggy", "json", "tally", "unittest"},
+                           base_paths=["src/tally/__init__.py", "setup.cfg"])
+    for path in ("setup.cfg", "docs/pyproject.toml", "tox.ini", "pytest.ini", ".pytest.ini", "pytest.toml",
+                 "sub/dir/conftest.py", ".coveragerc", "src/sitecustomize.py", "usercustomize.py",
+                 "src/sitecustomize/__init__.py", "src/usercustomize.cpython-311-x86_64-linux-gnu.so", "src/x.pth",
+                 "src/evil-1.0.dist-info/entry_points.txt", "evil.egg-info/entry_points.txt", "evil.egg-link",
+                 "src/tally/__pycache__/core.cpython-311.pyc", "src/tally/core.pyc", ".pytest_cache/v/x",
+                 "tests/.gitattributes",
+                 "tests/test_core.py",  # the test patch's file
+                 "pkg/tests/helpers.py", "pkg/tests/unit/data/x.json",  # the run files' test directory
+                 "pytest.py", "py.py", "src/pluggy/__init__.py", "json.py", "unittest/__init__.py",  # shadowing
+                 "src/json.cpython-311-x86_64-linux-gnu.so"):
+        assert infra(path), path
+    for path in ("src/tally/core.py", "src/tally/new_module.py", "README.md", "setup.py",
+                 "src/tally/__init__.py",  # the project's own package (the environment names it too)
+                 "tests/test_other.py",  # tests/ holds no run file here and the test patch leaves it alone
+                 "pkg/test_helpers.py", "src/tally/json.py", "newpkg/__init__.py", "json/README.md"):
+        assert not infra(path), path
+
+
+@pytest.fixture
+def tally(tmp_path):
+    """The tally fixture project as a pack ships it: a one-commit snapshot, its tree, gold and test patch."""
+    from envgen.code.candidates import split_patch
+    from envgen.code.environment import make_snapshot
+    from envgen.code.python import Python
+
+    shas = make_tally_repo(tmp_path / "tally")
+    gold, test, _, _ = split_patch(diff(tmp_path / "tally", shas["initial"], shas["fix"]), Python())
+    (tmp_path / "work").mkdir()
+    base = make_snapshot(tmp_path / "tally", shas["initial"], tmp_path / "work" / "repo.git")
+    return prepare_repo(str(tmp_path / "work")), base, gold, test
+
+
+def _git_diff(tree: str) -> str:
+    run = lambda *a: subprocess.run(["git", "-C", tree, *a], check=True, capture_output=True)  # noqa: E731
+    run("add", "-A")
+    return run("diff", "--cached", "--binary").stdout.decode()
+
+
+def test_stage_restores_every_infrastructure_edit_and_keeps_the_fix(tally):
+    tree, base, gold, test = tally
+    root = pathlib.Path(tree)
+    (root / "src/tally/core.py").write_text((root / "src/tally/core.py").read_text().replace(
+        "min(values) - max(values)", "max(values) - min(values)"))  # the genuine fix
+    (root / "src/tally/stats.py").write_text("MEDIAN = 'soon'\n")  # new source module: kept
+    (root / "setup.cfg").write_text((root / "setup.cfg").read_text().replace("addopts =", "addopts = -p force"))
+    (root / "tests/conftest.py").write_text("def pytest_runtest_logreport(report):\n    report.outcome = 'passed'\n")
+    (root / "tests/test_core.py").write_text("def test_spread():\n    pass\n")
+    edits = {"conftest.py": "x = 1\n", "src/usercustomize.py": "import os\n", "src/force.pth": "import force\n",
+             "src/force-1.0.dist-info/entry_points.txt": "[pytest11]\nforce = force\n",
+             "pytest.py": "raise SystemExit\n",
+             "tests/helpers.py": "OK = True\n", "src/tally/__pycache__/core.cpython-311.pyc": "junk\n"}
+    for rel, text in edits.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (root / "src/tally/plugin_link.py").symlink_to("../../tests/conftest.py")
+    submission = _git_diff(tree)
+    found = probe_environment(None, tree)
+    restored = stage(tree, base, test, submission, files=["tests/test_core.py"], roots=["", "src"],
+                     env_modules=found["modules"])
+    assert sorted(restored) == sorted(["setup.cfg", "tests/conftest.py", "tests/test_core.py",
+                                       "src/tally/plugin_link.py", *edits])
+    for rel in edits:
+        assert not (root / rel).exists(), rel
+    assert not (root / "src/force-1.0.dist-info").exists() and not (root / "src/tally/__pycache__").exists()
+    assert not (root / "src/tally/plugin_link.py").is_symlink()
+    shown = lambda rel: subprocess.run(["git", "-C", tree, "show", f"{base}:{rel}"], capture_output=True,  # noqa: E731
+                                       text=True, check=True).stdout
+    assert (root / "setup.cfg").read_text() == shown("setup.cfg")
+    assert (root / "tests/conftest.py").read_text() == shown("tests/conftest.py")
+    assert "def test_spread(samples):" in (root / "tests/test_core.py").read_text()  # base + test patch
+    assert "max(values) - min(values)" in (root / "src/tally/core.py").read_text()
+    assert (root / "src/tally/stats.py").is_file()
+    # the gold patch alone restores nothing: the staging validation uses changes no genuine fix
+    assert stage(tree, base, test, gold, files=["tests/test_core.py"], roots=["", "src"],
+                 env_modules=found["modules"]) == []
+
+
+def test_the_canary_exposes_a_run_that_reports_failures_as_passes(tally, monkeypatch):
+    """A report forged inside the test process (here a conftest at base; for a submission, code the tests
+    import) cannot hide from the kit: its always-failing canary comes back passed."""
+    tree, base, gold, test = tally
+    root = pathlib.Path(tree)
+    stage(tree, base, test, None, files=["tests/test_core.py"], roots=["", "src"])
+    (root / "tests/test_fail.py").write_text("def test_no():\n    assert False\n")
+    honest = run_tests(tree, "pytest", ["tests/test_fail.py"], pythonpath=["src"])
+    assert honest["outcomes"] == {"tests/test_fail.py::test_no": "failed"} and honest["canary"] == "failed"
+    (root / "tests/conftest.py").write_text("import pytest\n\n\n@pytest.hookimpl(tryfirst=True)\n"
+                                            "def pytest_runtest_logreport(report):\n    report.outcome = 'passed'\n")
+    forged = run_tests(tree, "pytest", ["tests/test_fail.py"], pythonpath=["src"])
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:junitxml")  # the verifier's own environment never leaks in
+    monkeypatch.setenv("PYTEST_PLUGINS", "tests.conftest")
+    assert run_tests(tree, "pytest", ["tests/test_fail.py"], pythonpath=["src"])["source"] == "junit"
+    assert forged["outcomes"] == {"tests/test_fail.py::test_no": "passed"} and forged["canary"] == "passed"
+    assert sorted(p.name for p in root.glob("tests/*.py")) == ["conftest.py", "test_core.py", "test_fail.py"]
+    unit = run_tests(tree, "unittest", ["tests/test_fail.py"], pythonpath=["src"])
+    assert unit["canary"] == "failed"
+
+
+def test_plugin_autoload_is_off_and_only_named_plugins_load(tally):
+    """This interpreter provides the anyio and timeout plugins (entry points): a run loads exactly the ones
+    it names, so a plugin the environment recorded keeps working and an unrecorded one never loads."""
+    tree, base, gold, test = tally
+    found = probe_environment(None, tree)
+    assert {"name": "anyio", "value": "anyio.pytest_plugin"} in found["plugins"]
+    assert {"json", "pytest", "pluggy"} <= set(found["modules"]) and "tally" not in found["modules"]
+    (pathlib.Path(tree) / "tests/test_fixture.py").write_text("def test_backend(anyio_backend):\n"
+                                                              "    assert anyio_backend == 'asyncio'\n")
+    named = run_tests(tree, "pytest", ["tests/test_fixture.py"], plugins=["anyio"])
+    bare = run_tests(tree, "pytest", ["tests/test_fixture.py"], plugins=[])
+    assert named["outcomes"] == {"tests/test_fixture.py::test_backend[asyncio]": "passed"}  # anyio parametrizes it
+    assert bare["outcomes"] == {"tests/test_fixture.py::test_backend": "error"}
+    assert "fixture 'anyio_backend' not found" in bare["tail"]
+
+
+def test_validation_rejects_a_run_whose_canary_passed_and_names_restored_gold_files():
+    from envgen.code.validate import judge
+
+    def run(mode, n, f2p, canary="failed", restored=()):
+        return {"mode": mode, "run": n, "outcomes": {"t::f2p": f2p, "t::p2p": "passed"}, "canary": canary,
+                "restored": list(restored)}
+
+    good = [run("base", 1, "failed"), run("gold", 1, "passed")]
+    assert judge("x", {"runs": good, "plugins": [{"name": "tally", "value": "tally.pytest_plugin"}]}, 1).accepted
+    forged = judge("x", {"runs": [run("base", 1, "failed"), run("gold", 1, "passed", canary="passed")]}, 1)
+    assert not forged.accepted and forged.reason.startswith("the gold run 1 reported its canary test")
+    needs_config = judge("x", {"runs": [run("base", 1, "failed"), run("gold", 1, "failed", restored=["setup.cfg"])]}, 1)
+    assert needs_config.reason == ("no FAIL_TO_PASS test (the gold patch's changes to test infrastructure were "
+                                   "restored: setup.cfg)")
+
+
+def test_recipe_registers_the_projects_own_entry_points(tmp_path):
+    """An editable install registers the project's entry points, so a project's own pytest plugin is one
+    the environment provides (and validation records it)."""
+    from envgen.code.lang import RepoView
+    from envgen.code.python import Python
+
+    shas = make_tally_repo(tmp_path / "tally")
+    recipe = Python().recipe(RepoView(tmp_path / "tally", shas["initial"]))
+    package = next(s.run for s in recipe.steps if s.name == "package")
+    assert "entry_points.txt" in package and "[pytest11]\\ntally = tally.pytest_plugin" in package
+    assert "registers its own pytest plugin(s): tally" in recipe.notes
+    check = next(s.run for s in recipe.steps if s.name == "check")
+    assert check.startswith("PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 ")
+
+
+def test_check_grades_a_fresh_tree_from_the_pristine_snapshot_whatever_the_work_dir_holds(tmp_path):
+    """Leftovers of the episode (an ancestor pytest.ini, a git filter in the work dir's repository, a forged
+    conftest in the tree) are gone before the run; a genuine fix with a config edit scores 1."""
+    from envgen.code.candidates import split_patch
+    from envgen.code.environment import make_snapshot
+    from envgen.code.python import Python
+
+    shas = make_calc_repo(tmp_path / "calc")
+    gold, test, _, _ = split_patch(diff(tmp_path / "calc", shas["initial"], shas["fix"]), Python())
+    env_dir, work, hidden = tmp_path / "env", tmp_path / "work", tmp_path / "hidden"
+    base = make_snapshot(tmp_path / "calc", shas["initial"], env_dir / "repo.git")
+    hidden.mkdir()
+    (hidden / "test.patch").write_text(test)
+    shutil.copytree(env_dir, work)
+    tree = pathlib.Path(prepare_repo(str(work)))
+    git_dir = str(work / "repo.git")
+    subprocess.run(["git", "--git-dir", git_dir, "config", "filter.x.smudge", f"touch {tmp_path}/pwned; cat"],
+                   check=True)
+    (work / "repo.git" / "info").mkdir(exist_ok=True)
+    (work / "repo.git" / "info" / "attributes").write_text("* filter=x\n")
+    (work / "pytest.ini").write_text("[pytest]\naddopts = -p no:junitxml\n")
+    (tree / "tests" / "conftest.py").write_text("def pytest_runtest_logreport(report):\n"
+                                                "    report.outcome = 'passed'\n")
+    (work / SUBMISSION).parent.mkdir()
+    config_edit = ("diff --git a/pyproject.toml b/pyproject.toml\n--- a/pyproject.toml\n+++ b/pyproject.toml\n"
+                   "@@ -1,3 +1,3 @@\n [project]\n-name = \"calc\"\n+name = \"calc2\"\n version = \"0.1.0\"\n")
+    (work / SUBMISSION).write_text(gold + config_edit)
+    args = {"base": base, "framework": "pytest", "files": ["tests/test_core.py"], "pythonpath": ["src"],
+            "FAIL_TO_PASS": ["tests/test_core.py::test_subtract"], "PASS_TO_PASS": ["tests/test_core.py::test_add"],
+            "plugins": []}
+    calls = [{"tool": "submit", "ok": True}]
+    out = check(args, answer="done", calls=calls, work_dir=str(work), hidden_dir=str(hidden), env_dir=str(env_dir))
+    assert out["reward"] == 1.0, out
+    assert out["details"]["restored"] == ["pyproject.toml"] and out["details"]["report"] == "junit"
+    assert sorted(p.name for p in work.iterdir()) == ["repo", "repo.git"]
+    assert "filter" not in (work / "repo.git" / "config").read_text()
+    assert not (tmp_path / "pwned").exists()  # the planted filter never ran
+    assert not (tree / "tests" / "conftest.py").exists()

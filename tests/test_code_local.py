@@ -12,8 +12,9 @@ import pytest
 
 from envgen.code import build_code, export_swebench
 from envgen.code.sources import read_swebench
-from envgen.episode import Episode
+from envgen.episode import Episode, replay
 from envgen.pack import load
+from envgen.redteam import code_probes
 from envgen.sandbox import open_sandbox
 
 try:
@@ -62,7 +63,8 @@ def test_pack_holds_the_lists_the_flaky_test_excluded_and_the_gate_scores(built)
     assert (pack.hidden_dir / "test.patch").read_text().count("def test_subtract") == 1
     assert "test_subtract" not in "".join(p.read_text(errors="ignore") for p in pack.env_dir.rglob("*") if p.is_file())
     gate = report.tasks[task.id]["gate"]
-    assert gate == {"reference": 1.0, "reference-again": 1.0, "empty": 0.0, "claim": 0.0, "mutated": 0.0, "noop": 0.0}
+    assert gate == {"reference": 1.0, "reference-again": 1.0, "empty": 0.0, "claim": 0.0, "mutated": 0.0, "noop": 0.0,
+                    "plugin-addopts": 0.0, "plugin-conftest": 0.0, "config-only": 0.0}
     power = load(root / "out" / f"calc-{shas['power'][:12]}").tasks[0].verifier.args
     # the new test module does not import at the base commit: its tests are missing there, so failing
     assert power["FAIL_TO_PASS"] == ["tests/test_power.py::test_power", "tests/test_power.py::test_power_zero"]
@@ -104,8 +106,9 @@ def test_agent_tools_edit_run_and_submit(built):
         cheat = ("diff --git a/tests/conftest.py b/tests/conftest.py\nnew file mode 100644\n--- /dev/null\n"
                  "+++ b/tests/conftest.py\n@@ -0,0 +1 @@\n+import pytest\n")
         assert ep.call("submit", {"patch": cheat}).ok
-        verdict = ep.finish("done")
-        assert verdict.reward == 0.0 and "test infrastructure" in verdict.details["reason"]
+        verdict = ep.finish("done")  # graded with the conftest removed again: no fix, so 0
+        assert verdict.reward == 0.0 and verdict.details["restored"] == ["tests/conftest.py"]
+        assert verdict.details["FAIL_TO_PASS"] == "0/1" and verdict.details["canary"] == "failed"
 
 
 def test_swebench_file_round_trips(built, tmp_path):
@@ -140,3 +143,42 @@ def test_a_gold_patch_that_does_not_apply_is_rejected_with_gits_reason(built, tm
                         gate=False, store=tmp_path / "s.sqlite", log=lambda m: None)
     (rej,) = report.rejections
     assert rej["stage"] == "validate" and rej["reason"].startswith("gold.patch does not apply: error: patch failed")
+
+
+def test_code_probes_take_plain_pytest_over_yet_score_zero(built, tmp_path):
+    """The red-team probes are working attacks: on a checkout with the probe and the test patch applied,
+    plain ``python -m pytest`` (what trusting the repository's configuration amounts to) reports the
+    FAIL_TO_PASS test passed (plugin probes) or never runs it (config-only); the verifier scores each 0."""
+    import shutil
+    import subprocess
+    import sys
+
+    root, shas, _ = built
+    pack = load(root / "out" / f"calc-{shas['fix'][:12]}")
+    task = pack.tasks[0]
+    probes = code_probes(pack, task)
+    assert set(probes) == {"plugin-addopts", "plugin-conftest", "config-only"}
+    test_patch = (pack.hidden_dir / "test.patch").read_text()
+    for name, (calls, _, _) in probes.items():
+        work = tmp_path / name
+        work.mkdir()
+        shutil.copytree(pack.env_dir / "repo.git", work / "repo.git")
+        tree = work / "repo"
+        tree.mkdir()
+        (tree / ".git").write_text("gitdir: ../repo.git\n")
+        git = lambda *a, **kw: subprocess.run(["git", "-C", str(tree), *a], check=True, capture_output=True, **kw)  # noqa: E731
+        git("reset", "--hard", "-q")
+        git("apply", "-", input=calls[0].args["patch"].encode())
+        git("apply", "-", input=test_patch.encode())
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": "src", "HOME": str(work)}
+        out = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_core.py"],
+                             cwd=tree, capture_output=True, text=True, env=env).stdout
+        if name == "config-only":
+            assert "test_subtract" not in out and "deselected" in out, out[-800:]
+        else:
+            assert "PASSED tests/test_core.py::test_subtract" in out, out[-800:]
+    with open_sandbox(pack, "local") as sbx:
+        for name, (calls, answer, _) in probes.items():
+            verdict = replay(sbx, task, calls, answer).verdict
+            assert verdict.reward == 0.0 and verdict.details["FAIL_TO_PASS"] == "0/1", (name, verdict.details)
+            assert verdict.details["restored"] and verdict.details["canary"] == "failed", (name, verdict.details)

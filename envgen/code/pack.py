@@ -13,8 +13,10 @@ A pack holds::
     env/Dockerfile    the repository environment's install steps over the family image
     hidden/test.patch the tests that judge the episode, applied only after it
 
-The verifier (kind ``tests``) resets the repository, applies the submitted patch and the hidden test
-patch, runs the task's test files and gives 1 only if every FAIL_TO_PASS and PASS_TO_PASS test passes.
+The verifier (kind ``tests``) rebuilds the repository from the pristine snapshot, applies the submitted
+patch, restores every test-infrastructure file to base + hidden test patch, runs the task's test files
+with exactly the pytest plugins validation recorded (``plugins`` in the verifier's args) and gives 1
+only if every FAIL_TO_PASS and PASS_TO_PASS test passes.
 The reference (oracle) submits the gold patch through the ``submit`` tool.
 """
 
@@ -124,6 +126,7 @@ def finalize(pack: Pack, validation: Validation, environment: dict[str, Any] | N
     task = pack.tasks[0]
     args = dict(task.verifier.args)
     args["FAIL_TO_PASS"], args["PASS_TO_PASS"] = validation.FAIL_TO_PASS, validation.PASS_TO_PASS
+    args["plugins"] = [p["name"] for p in validation.plugins]
     args["timeout_s"] = run_timeout(validation)
     meta = dict(task.meta)
     meta["validation"] = {k: v for k, v in validation.to_dict().items()

@@ -9,7 +9,9 @@ of ``setup()`` in ``setup.py``, requirements files), never by executing project 
 - Install (each step an image layer whose exit code is recorded, never masked): a venv that sees
   Debian's pytest, the project's dependencies and test extras from PyPI when it declares any, and the
   package itself in editable form: a ``.pth`` to the working tree at /work/repo (plus its metadata
-  when name and version are static), so the agent's edits are what the tests import.
+  when name and version are static, with the entry points it declares statically, as ``pip install
+  -e`` registers them: a project's own pytest plugin is then one the environment provides), so the
+  agent's edits are what the tests import.
 - Tests: pytest when the project uses it (configuration, conftest, dependency, imports) and for plain
   ``unittest`` suites too (pytest runs them and writes JUnit XML); ``unittest`` only for projects
   whose test extras pin a runner other than pytest.
@@ -138,6 +140,8 @@ class _Meta:
         self.test_deps: list[str] = []
         self.src_layout = False
         self.pytest_configured = False
+        self.entry_points: dict[str, dict[str, str]] = {}
+        """{group: {name: "module:attr"}} declared statically (pyproject, setup.cfg, literal setup())."""
         self.notes: list[str] = []
 
 
@@ -174,6 +178,10 @@ def _read_pyproject(view: RepoView, meta: _Meta) -> None:
         meta.requires_python = proj["requires-python"]
     meta.classifier_versions |= _classifier_versions(proj.get("classifiers"))
     meta.deps += [d for d in proj.get("dependencies") or [] if isinstance(d, str)]
+    for group, eps in (proj.get("entry-points") or {}).items():
+        _add_entry_points(meta, group, eps)
+    _add_entry_points(meta, "console_scripts", proj.get("scripts") or {})
+    _add_entry_points(meta, "gui_scripts", proj.get("gui-scripts") or {})
     extras = proj.get("optional-dependencies") or {}
     meta.test_deps += _pick_extras(extras, meta)
     if "dependencies" in dynamic:
@@ -197,6 +205,10 @@ def _read_pyproject(view: RepoView, meta: _Meta) -> None:
         for g in ("test", "tests", "dev"):
             dev.update((groups.get(g) or {}).get("dependencies") or {})
         meta.test_deps += [d for d in (_poetry_dep(k, v) for k, v in dev.items()) if d]
+        for group, eps in (poetry.get("plugins") or {}).items():
+            _add_entry_points(meta, group, eps)
+        _add_entry_points(meta, "console_scripts", {k: v for k, v in (poetry.get("scripts") or {}).items()
+                                                    if isinstance(v, str)})
         meta.notes.append("read Poetry metadata (caret/tilde constraints converted)")
         if any(isinstance(p, dict) and p.get("from") == "src" for p in poetry.get("packages") or []):
             meta.src_layout = True
@@ -235,11 +247,33 @@ def _read_setup_cfg(view: RepoView, meta: _Meta) -> None:
         meta.deps += _lines(cp.get("options", "install_requires", fallback=""))
         if "src" in cp.get("options", "package_dir", fallback="").replace(" ", "").split("="):
             meta.src_layout = True
+    if cp.has_section("options.entry_points"):
+        for group, value in cp.items("options.entry_points"):
+            _add_entry_points(meta, group, _entry_lines(value))
     if cp.has_section("options.extras_require"):
         meta.test_deps += _pick_extras(dict(cp.items("options.extras_require")), meta)
     if cp.has_section("tool:pytest"):
         meta.pytest_configured = True
     meta.notes.append("read setup.cfg")
+
+
+def _entry_lines(text: str) -> dict[str, str]:
+    """{name: value} from ``name = module:attr`` lines."""
+    out = {}
+    for line in _lines(text):
+        name, sep, value = line.partition("=")
+        if sep and name.strip() and value.strip():
+            out[name.strip()] = value.strip()
+    return out
+
+
+def _add_entry_points(meta: _Meta, group, eps) -> None:
+    if not isinstance(group, str) or not isinstance(eps, dict):
+        return
+    for name, value in eps.items():
+        if isinstance(name, str) and isinstance(value, str) and re.fullmatch(r"[\w.:\[\], -]+", value) \
+                and re.fullmatch(r"[\w.-]+", name) and re.fullmatch(r"[\w.-]+", group):
+            meta.entry_points.setdefault(group, {})[name] = value
 
 
 def _literal(node):
@@ -276,6 +310,10 @@ def _read_setup_py(view: RepoView, meta: _Meta) -> None:
                     meta.notes.append("setup.py computes install_requires; not read")
             elif kw.arg == "extras_require" and isinstance(val, dict):
                 meta.test_deps += _pick_extras(val, meta)
+            elif kw.arg == "entry_points" and isinstance(val, dict):
+                for group, eps in val.items():
+                    _add_entry_points(meta, group, _entry_lines(eps) if isinstance(eps, str) else
+                                      _entry_lines("\n".join(e for e in eps if isinstance(e, str))))
             elif kw.arg == "tests_require" and isinstance(val, (list, tuple)):
                 meta.test_deps += [v for v in val if isinstance(v, str)]
             elif kw.arg == "classifiers" and isinstance(val, (list, tuple)):
@@ -406,20 +444,25 @@ class Python(Language):
         else:
             notes.append("no dependencies to install")
         root = "src" if meta.src_layout else ""
-        steps.append(Step("package", _package_step(root, meta.name, meta.version)))
+        steps.append(Step("package", _package_step(root, meta.name, meta.version, meta.entry_points)))
+        if meta.entry_points.get("pytest11"):
+            notes.append(f"registers its own pytest plugin(s): {', '.join(sorted(meta.entry_points['pytest11']))}")
         framework = "pytest"
         test_names = {_req_name(r) for r in meta.test_deps}
         if not meta.pytest_configured and "pytest" not in test_names and test_names & {"nose2", "green", "unittest2"}:
             framework = "unittest"
         notes.append(f"tests run with {framework}" + (" (configured)" if meta.pytest_configured else ""))
         check = "-m pytest --version" if framework == "pytest" else "-m unittest --help"
-        steps.append(Step("check", f"{VENV_PYTHON} {check} >/dev/null"))
+        # autoload off, as the tests run: the project's own plugin imports from /work/repo, absent at build time
+        steps.append(Step("check", f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {VENV_PYTHON} {check} >/dev/null"))
         return Recipe(language=self.name, suite=suite, toolchains=("python",), steps=steps, framework=framework,
                       python=VENV_PYTHON, pythonpath=[root or "."], notes=notes)
 
 
-def _package_step(root: str, name: str | None, version: str | None) -> str:
-    """The editable install: a .pth to the working tree, and the distribution's metadata when it is static."""
+def _package_step(root: str, name: str | None, version: str | None,
+                  entry_points: dict[str, dict[str, str]] | None = None) -> str:
+    """The editable install: a .pth to the working tree, and the distribution's metadata (with its entry
+    points) when it is static."""
     q = json.dumps  # double-quoted literals, so the shell's single quotes need no escaping
     target = f"{REPO_IN_IMAGE}/{root}".rstrip("/")
     code = ["import os, sysconfig", "site = sysconfig.get_paths()[\"purelib\"]",
@@ -431,4 +474,8 @@ def _package_step(root: str, name: str | None, version: str | None) -> str:
                  f"open(os.path.join(d, \"METADATA\"), \"w\").write({q(meta)})",
                  f"open(os.path.join(d, \"INSTALLER\"), \"w\").write({q('envgen' + chr(10))})",
                  "open(os.path.join(d, \"RECORD\"), \"w\").write(\"\")"]
+        if entry_points:
+            text = "".join(f"[{g}]\n" + "".join(f"{n} = {v}\n" for n, v in sorted(eps.items())) + "\n"
+                           for g, eps in sorted(entry_points.items()))
+            code.append(f"open(os.path.join(d, \"entry_points.txt\"), \"w\").write({q(text)})")
     return f"{VENV_PYTHON} -c {shlex.quote('; '.join(code))}"

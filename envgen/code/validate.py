@@ -4,6 +4,10 @@ The task's test files run ``runs`` times (default 3) at the base commit with the
 times with the gold patch and the test patch, each run from a clean reset, all in one container from
 the task's image (no network, ``TZ=UTC``, ``PYTHONHASHSEED=0``, a timeout per run, JUnit XML). One
 container for all runs keeps the overhead over the raw test time small; every run's timings are kept.
+The gold patch is staged exactly as an agent's submission will be (the kit's ``stage``: test
+infrastructure restored from base + test patch) and the run is the verifier's (plugin autoload off,
+the environment's pytest plugins named with ``-p``, a canary test that must fail); the plugins are
+recorded for the verifier.
 
 - FAIL_TO_PASS: fails in every base run, passes in every gold run;
 - PASS_TO_PASS: passes in every run of both;
@@ -11,7 +15,8 @@ container for all runs keeps the overhead over the raw test time small; every ru
 - flaky: any test whose outcome varies between runs of one side: excluded and listed;
 - a test missing from a run's report counts as failed in that run (a module that no longer imports).
 
-A task needs at least one FAIL_TO_PASS test and no PASS_TO_FAIL test.
+A task needs at least one FAIL_TO_PASS test, no PASS_TO_FAIL test, and runs whose canary test failed
+(a project whose own configuration reports a failing test as passing cannot be judged by its tests).
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ class Validation:
     runs: list[dict[str, Any]] = field(default_factory=list)
     """Per run: mode, run, seconds (the test command), total_seconds (reset + patches + tests), rc, timed_out,
     report source, outcome counts, error."""
+    plugins: list[dict[str, str]] = field(default_factory=list)
+    """pytest11 entry points the environment provides ({name, value}): the verifier loads exactly these."""
     runs_per_mode: int = 3
     wall_seconds: float = 0.0
     """Host wall time of the whole validation (container start to parsed result)."""
@@ -104,17 +111,24 @@ def classify(runs: list[dict], base: str = "base", gold: str = "gold") -> dict[s
 def judge(instance_id: str, result: dict, runs_per_mode: int) -> Validation:
     """A Validation from the kit's matrix result: lists, timings and the accept/reject decision."""
     runs = result["runs"]
-    v = Validation(instance_id, runs_per_mode=runs_per_mode, setup_seconds=result.get("setup_seconds", 0.0))
+    v = Validation(instance_id, runs_per_mode=runs_per_mode, setup_seconds=result.get("setup_seconds", 0.0),
+                   plugins=list(result.get("plugins") or []))
     lists = classify(runs)
     for k, val in lists.items():
         setattr(v, k, val)
     v.test_seconds = round(sum(r.get("seconds") or 0.0 for r in runs), 4)
-    v.runs = [{k: r.get(k) for k in ("mode", "run", "seconds", "total_seconds", "rc", "timed_out", "source", "error")}
-              | {"counts": _counts(r.get("outcomes", {}))} for r in runs]
+    keys = ("mode", "run", "seconds", "total_seconds", "rc", "timed_out", "source", "error", "canary", "restored")
+    v.runs = [{k: r.get(k) for k in keys} | {"counts": _counts(r.get("outcomes", {}))} for r in runs]
     errors = [r for r in runs if r.get("error")]
     gold_timeouts = [r for r in runs if r["mode"] == "gold" and r.get("timed_out")]
+    untrusted = [r for r in runs if not r.get("error") and not r.get("timed_out") and "canary" in r
+                 and r["canary"] not in ("failed", "error")]
     if errors:
         v.reason = errors[0]["error"] if errors[0]["mode"] == "gold" else f"at the base commit: {errors[0]['error']}"
+    elif untrusted:
+        r = untrusted[0]
+        v.reason = (f"the {r['mode']} run {r['run']} reported its canary test, which always fails, as "
+                    f"{r.get('canary')}: the project's test run cannot be trusted to report failures")
     elif gold_timeouts:
         v.reason = f"the tests timed out with the gold patch ({len(gold_timeouts)} of {runs_per_mode} runs)"
     elif v.PASS_TO_FAIL:
@@ -123,6 +137,9 @@ def judge(instance_id: str, result: dict, runs_per_mode: int) -> Validation:
     elif not v.FAIL_TO_PASS:
         flaky = f"; {len(v.flaky)} flaky test(s) excluded" if v.flaky else ""
         v.reason = f"no FAIL_TO_PASS test{flaky}"
+    restored = next((r["restored"] for r in runs if r["mode"] == "gold" and r.get("restored")), None)
+    if v.reason and restored:
+        v.reason += f" (the gold patch's changes to test infrastructure were restored: {', '.join(restored[:5])})"
     v.accepted = not v.reason
     return v
 
@@ -141,8 +158,8 @@ def _spec(base: str, framework: str, files: list[str], python: str | None, pytho
           timeout_s: float, git_dir: str, work: str, patch_dir: str) -> dict:
     return {"git_dir": git_dir, "work": work, "base": base, "framework": framework, "files": files,
             "python": python, "pythonpath": pythonpath, "timeout_s": timeout_s, "runs": runs,
-            "modes": [{"name": "base", "patches": [f"{patch_dir}/test.patch"]},
-                      {"name": "gold", "patches": [f"{patch_dir}/gold.patch", f"{patch_dir}/test.patch"]}]}
+            "test_patch": f"{patch_dir}/test.patch",
+            "modes": [{"name": "base", "submission": None}, {"name": "gold", "submission": f"{patch_dir}/gold.patch"}]}
 
 
 def _last_json(text: str, what: str) -> dict:

@@ -218,4 +218,9 @@ def submit(patch: str = "") -> str:
     with open(dest, "wb") as f:
         f.write(data)
     files = [line.split(" b/", 1)[-1] for line in text.splitlines() if line.startswith("diff --git ")]
-    return f"submitted a patch changing {len(files)} file(s): {', '.join(files[:20])}"
+    from envgen_verifiers.tests import Infrastructure
+
+    ignored = [f for f in files if Infrastructure()(f)]
+    note = (f"\nnote: {', '.join(ignored[:10])}: test configuration or interpreter hooks, restored to the original "
+            "before your patch is graded (these changes have no effect)") if ignored else ""
+    return f"submitted a patch changing {len(files)} file(s): {', '.join(files[:20])}{note}"

@@ -1,15 +1,23 @@
 """Test-based verifier of code tasks (stdlib only; Python 3.9+).
 
-After the episode: the repository is reset to the task's commit, the agent's submitted patch is
-applied, then the hidden test patch, and the task's test files run once under a timeout. The reward
-is 1 only if every FAIL_TO_PASS and every PASS_TO_PASS test passed; a test missing from the report
-counts as failed.
+After the episode the repository is rebuilt from the pack's pristine git data (nothing the agent left
+in the work dir is kept but its submitted patch), the patch is applied, and every file that can
+change how tests are collected or reported is made equal to base + hidden test patch (``stage``:
+pytest/tox/setup.cfg/pyproject files, any ``conftest.py``, ``sitecustomize``/``usercustomize``,
+``.pth`` files, ``.dist-info``/``.egg-info`` metadata (entry points), byte-code caches, symlinks,
+the test patch's files, the test directories of the run files, and new top-level modules that would
+shadow a module of the environment, such as ``pytest.py``). A submission that edits them is graded
+with them restored. The task's test files then run once under a timeout with plugin autoload off and
+only the pytest plugins recorded at validation loaded (``-p NAME``), no user site, a private HOME,
+and a canary test that must fail: a run that reports it passing was taken over and scores 0. The
+reward is 1 only if every FAIL_TO_PASS and every PASS_TO_PASS test passed; a test missing from the
+report counts as failed.
 
 The same functions run the host's validation (``python -m envgen_verifiers.tests matrix SPEC``: the
-test runs at the base commit and with the gold patch, repeated), so what decided a task's test lists
-at build time is exactly what judges an agent. Reports are read from JUnit XML first; when there is
-none (a crash, a timeout, a runner without JUnit output) the runner's own summary lines are parsed
-(pytest ``-rA``, unittest ``-v``).
+test runs at the base commit and with the gold patch, repeated, staged exactly as a submission), so
+what decided a task's test lists at build time is exactly what judges an agent. Reports are read
+from JUnit XML first; when there is none (a crash, a timeout, a runner without JUnit output) the
+runner's own summary lines are parsed (pytest ``-rA``, unittest ``-v``).
 """
 
 from __future__ import annotations
@@ -31,8 +39,21 @@ PASSING = (PASSED, XFAIL)
 FAILING = (FAILED, ERROR)
 SUBMISSION = ".envgen/submission.patch"
 """Where the submit tool writes the patch the agent hands in, relative to the work dir."""
-PROTECTED_NAMES = ("conftest.py", "pytest.ini", "tox.ini", "sitecustomize.py", "usercustomize.py")
-"""Files a submission may not touch: they can rewrite test outcomes without fixing anything."""
+CONFIG_NAMES = frozenset({
+    "conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg",
+    "pyproject.toml", ".coveragerc", "sitecustomize.py", "usercustomize.py", "sitecustomize", "usercustomize",
+    "__pycache__", ".pytest_cache", ".gitattributes"})
+"""Path components that configure the test run or the interpreter (anywhere in the tree): pytest's
+configuration files and conftests, coverage's (its plugins run inside pytest-cov), start-up hooks,
+byte-code caches (an unchecked .pyc replaces its source), and git attributes (they would apply to the
+files the kit restores)."""
+INFRA_SUFFIXES = (".pth", ".pyc", ".pyo", ".egg-link")
+INFRA_DIR_SUFFIXES = (".dist-info", ".egg-info")
+"""Distribution metadata: its entry_points.txt can register pytest11 plugins."""
+PY_SUFFIXES = (".py", ".pyc", ".pyo", ".pyw", ".so", ".pyd")
+"""Files Python imports code from."""
+TEST_DIRS = ("tests", "test", "testing")
+"""Directory names whose subtree, when it holds a run test file, belongs to the tests (helpers, data)."""
 TAIL_CHARS = 3000
 
 
@@ -231,22 +252,95 @@ def patch_files(text: str) -> list[str]:
     return out
 
 
-def protected_touches(text: str, extra: list[str] = ()) -> list[str]:
-    """Files of a submission that may change test outcomes without a fix (test files of the task,
-    pytest configuration and plugins, interpreter start-up hooks)."""
-    extra = set(extra)
-    return [p for p in patch_files(text)
-            if p in extra or os.path.basename(p) in PROTECTED_NAMES or p.endswith(".pth")]
+def protected_dirs(files: list[str]) -> list[str]:
+    """The test directories the run files live in: for ``pkg/tests/unit/test_a.py``, ``pkg/tests``.
+
+    A run file outside any test directory (``test_a.py`` at the root) protects only itself."""
+    out: list[str] = []
+    for f in files:
+        parts = f.split("/")[:-1]
+        for i, part in enumerate(parts):
+            if part in TEST_DIRS:
+                sub = "/".join(parts[:i + 1])
+                if sub not in out:
+                    out.append(sub)
+                break
+    return out
+
+
+def top_module(rel: str) -> str | None:
+    """The top-level module a path defines relative to an import root (``pytest.py`` -> ``pytest``,
+    ``_pytest/x.py`` -> ``_pytest``, ``json.cpython-311-x86_64-linux-gnu.so`` -> ``json``), or None."""
+    first, _, rest = rel.partition("/")
+    if rest:
+        stem = first
+    elif first.endswith((".py", ".pyc", ".pyo", ".pyw")):
+        stem = first.rsplit(".", 1)[0]
+    elif first.endswith((".so", ".pyd")):
+        stem = first.split(".", 1)[0]
+    else:
+        return None
+    return stem if stem.isidentifier() else None
+
+
+class Infrastructure:
+    """Which paths of a tree belong to the test run rather than to the code under test.
+
+    test_paths: what the test patch adds, changes or deletes; files: the run's test files; roots:
+    import roots relative to the tree (``""`` is the tree itself, the current directory of the run);
+    env_modules: top-level modules the environment provides (stdlib and installed); base_paths: the
+    files at the base commit. The Python files of a new top-level module at an import root that an
+    environment module has the name of (``pytest.py``, ``pluggy/__init__.py``, ``json.py``) would
+    shadow it and are infrastructure; a top-level name that exists at base is the project's own (the
+    project under test may be pytest itself).
+    """
+
+    def __init__(self, *, test_paths=(), files=(), roots=("",), env_modules=(), base_paths=()):
+        self.test_paths = set(test_paths)
+        self.subtrees = protected_dirs(list(files))
+        self.roots = sorted({"" if r in ("", ".") else r.strip("/") for r in roots}, key=len, reverse=True)
+        self.env_modules = set(env_modules)
+        self.base_tops: dict[str, set] = {r: set() for r in self.roots}
+        for p in base_paths:
+            for r in self.roots:
+                rel = self._rel(p, r)
+                if rel is not None:
+                    self.base_tops[r].add(top_module(rel))
+
+    @staticmethod
+    def _rel(path: str, root: str) -> str | None:
+        if not root:
+            return path
+        return path[len(root) + 1:] if path.startswith(root + "/") else None
+
+    def __call__(self, path: str) -> bool:
+        parts = path.split("/")
+        name = parts[-1]
+        if any(c in CONFIG_NAMES or c.endswith(INFRA_DIR_SUFFIXES) for c in parts):
+            return True
+        if name.endswith(INFRA_SUFFIXES) or name.split(".", 1)[0] in ("sitecustomize", "usercustomize"):
+            return True
+        if path in self.test_paths or any(path == s or path.startswith(s + "/") for s in self.subtrees):
+            return True
+        if not name.endswith(PY_SUFFIXES):
+            return False  # a package's other files cannot shadow anything once its Python files are gone
+        for r in self.roots:
+            rel = self._rel(path, r)
+            top = top_module(rel) if rel is not None else None
+            if top and top in self.env_modules and top not in self.base_tops[r]:
+                return True
+        return False
 
 
 # ---------------------------------------------------------------- git
 
 
 def _git_env() -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C.UTF-8"})
-    env.setdefault("HOME", tempfile.gettempdir())
-    return env
+    """A fixed environment for git: no system, global or user configuration (the agent could have
+    written a ~/.gitconfig whose filters run commands at checkout), no inherited GIT_* variables."""
+    return {"PATH": os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin", "HOME": "/nonexistent",
+            "TMPDIR": tempfile.gettempdir(), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_ATTR_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C.UTF-8"}
 
 
 def git(repo: str, *args: str, input: bytes | None = None, env: dict | None = None,
@@ -295,12 +389,170 @@ def apply_patch(tree: str, text: str, what: str) -> None:
         raise PatchError(f"{what} does not apply: {out.stderr.decode(errors='replace').strip()[-500:]}")
 
 
+def _entries(tree: str, *args: str, env: dict | None = None) -> dict[str, tuple[str, str]]:
+    """{path: (kind, blob id)} from ``git ls-tree -r -z`` or ``git ls-files -s -z``; kind is file,
+    link or gitlink."""
+    out = git(tree, *args, env=env).stdout.decode("utf-8", errors="surrogateescape")
+    entries = {}
+    for rec in out.split("\0"):
+        if not rec:
+            continue
+        meta, path = rec.split("\t", 1)
+        fields = meta.split()
+        sha = fields[2] if fields[1] in ("blob", "commit", "tree") else fields[1]
+        entries[path] = ({"120000": "link", "160000": "gitlink"}.get(fields[0], "file"), sha)
+    return entries
+
+
+def _disk_state(tree: str, path: str) -> tuple[str, str | None] | None:
+    """(kind, blob id) of a path on disk, as git would hash it; None when it does not exist."""
+    import hashlib
+
+    full = os.path.join(tree, path)
+    if not os.path.lexists(full):
+        return None
+    if os.path.islink(full):
+        data = os.fsencode(os.readlink(full))
+        kind = "link"
+    elif os.path.isdir(full):
+        return ("dir", None)
+    else:
+        with open(full, "rb") as f:
+            data = f.read()
+        kind = "file"
+    return (kind, hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest())
+
+
+def _walk(tree: str) -> list[str]:
+    """Every file and symlink under the tree (symlinked directories are not entered), except ``.git``."""
+    out = []
+    for root, dirs, names in os.walk(tree):
+        rel = os.path.relpath(root, tree)
+        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        if not prefix:
+            dirs[:] = [d for d in dirs if d != ".git"]
+            names = [n for n in names if n != ".git"]
+        links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+        dirs[:] = [d for d in dirs if d not in links]
+        out += [prefix + n for n in names + links]
+    return out
+
+
+def stage(tree: str, base: str, test_patch: str, submission: str | None = None, *, files: list[str] = (),
+          roots: list[str] = ("",), env_modules=(), what: str = "the submitted patch") -> list[str]:
+    """Prepare the tree a test run judges: ``base``, then ``submission``, then every test-infrastructure
+    path (see ``Infrastructure``; symlinks too) made equal to base + ``test_patch``.
+
+    Returns the paths the submission changed that were restored. Raises PatchError when a patch does
+    not apply. The same function stages validation runs (gold patch as the submission).
+    """
+    reset_repo(tree, base)
+    tmp = tempfile.mkdtemp(prefix="envgen-index-")
+    try:
+        env = dict(_git_env(), GIT_INDEX_FILE=os.path.join(tmp, "index"))
+        git(tree, "read-tree", base, env=env)
+        text = test_patch if test_patch.endswith("\n") else test_patch + "\n"
+        out = git(tree, "apply", "--cached", "--whitespace=nowarn", "-", input=text.encode("utf-8", "surrogateescape"),
+                  env=env, check=False)
+        if out.returncode != 0:
+            raise PatchError(f"the test patch does not apply: {out.stderr.decode(errors='replace').strip()[-500:]}")
+        ref = _entries(tree, "ls-files", "-s", "-z", env=env)
+        at_base = _entries(tree, "ls-tree", "-r", "-z", base)
+        if submission is not None:
+            apply_patch(tree, submission, what)
+        infra = Infrastructure(test_paths={p for p in set(ref) | set(at_base) if ref.get(p) != at_base.get(p)},
+                               files=files, roots=roots, env_modules=env_modules, base_paths=at_base)
+        fix, changed = [], []
+        for p in sorted(set(_walk(tree)) | set(ref)):
+            want = ref.get(p)
+            if want and want[0] == "gitlink":
+                continue
+            if not (infra(p) or (want and want[0] == "link") or os.path.islink(os.path.join(tree, p))):
+                continue
+            have = _disk_state(tree, p)
+            if have != want:
+                fix.append(p)
+                if have != at_base.get(p):  # the submission changed it (not only the test patch)
+                    changed.append(p)
+        for p in fix:
+            full = os.path.join(tree, p)
+            if os.path.isdir(full) and not os.path.islink(full):
+                shutil.rmtree(full)
+            elif os.path.lexists(full):
+                os.unlink(full)
+            parent = os.path.dirname(p)
+            while parent and os.path.isdir(os.path.join(tree, parent)) and not os.listdir(os.path.join(tree, parent)):
+                os.rmdir(os.path.join(tree, parent))
+                parent = os.path.dirname(parent)
+        back = [p for p in fix if p in ref]
+        if back:
+            out = git(tree, "checkout-index", "-f", "-z", "--stdin", env=env, check=False,
+                      input="\0".join(back).encode("utf-8", "surrogateescape"))
+            if out.returncode != 0:
+                why = out.stderr.decode(errors="replace").strip()[-500:]
+                raise PatchError(f"restoring the test files failed: {why}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return changed
+
+
 # ---------------------------------------------------------------- running tests
 
 
-def test_command(framework: str, python: str, files: list[str], junit: str) -> list[str]:
+PROBE = r"""
+import json, os, pkgutil, sys
+tree = os.path.realpath(sys.argv[1])
+def inside(p):
+    p = os.path.realpath(p or os.getcwd())
+    return p == tree or p.startswith(tree + os.sep)
+path = [p for p in sys.path if p and not inside(p)]
+mods = {m.name for m in pkgutil.iter_modules(path)} | set(sys.builtin_module_names)
+mods |= set(getattr(sys, "stdlib_module_names", ()))
+plugins = set()
+try:
+    import importlib.metadata as md
+    for d in md.distributions(path=path):
+        for ep in d.entry_points:
+            if ep.group == "pytest11":
+                plugins.add((ep.name, ep.value))
+except ImportError:
+    pass
+print(json.dumps({"modules": sorted(mods), "plugins": [{"name": n, "value": v} for n, v in sorted(plugins)]}))
+"""
+"""Run by the task's interpreter with the tree off sys.path: the top-level modules and the pytest11
+entry points the environment itself provides (what plugin autoload would load)."""
+
+
+def probe_environment(python: str | None, tree: str) -> dict:
+    """{"modules": [top-level module names], "plugins": [{"name", "value"}]} of the test interpreter."""
+    py = resolve_python(python)
+    tmp = tempfile.mkdtemp(prefix="envgen-probe-")
+    try:
+        out = subprocess.run([py, "-I", "-c", PROBE, tree], cwd=tmp, stdin=subprocess.DEVNULL, capture_output=True,
+                             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "LC_ALL": "C.UTF-8",
+                                  "PYTHONNOUSERSITE": "1"}, timeout=120)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"probing the test interpreter {py} failed: {out.stderr.decode(errors='replace')[-500:]}")
+    return json.loads(out.stdout.decode().strip().splitlines()[-1])
+
+
+CANARY = """import unittest
+
+
+class Test{tok}(unittest.TestCase):
+    def test_{tok}(self):
+        self.fail("this test always fails; a run that reports it passing was taken over")
+"""
+"""A test written next to the run files just before the run (random name): it must be reported as
+failing. A unittest TestCase, so pytest collects it whatever python_classes/python_functions say."""
+
+
+def test_command(framework: str, python: str, files: list[str], junit: str, plugins: list[str] = ()) -> list[str]:
     if framework == "pytest":
         return [python, "-m", "pytest", "-rA", "--tb=short", "-p", "no:cacheprovider", "-o", "junit_family=xunit1",
+                *(a for name in plugins for a in ("-p", name)), "--maxfail=0", "--continue-on-collection-errors",
                 f"--junitxml={junit}", *files]
     if framework == "unittest":
         return [python, "-m", "unittest", "-v", *files]
@@ -312,12 +564,14 @@ def resolve_python(python: str | None) -> str:
     return python if python and os.path.exists(python) else sys.executable
 
 
-def test_env(tree: str, python: str, pythonpath: list[str] = ()) -> dict:
-    """The environment tests run in: fixed time zone and hash seed, the task's interpreter first on PATH."""
+def test_env(tree: str, python: str, pythonpath: list[str] = (), home: str | None = None) -> dict:
+    """The environment tests run in, built from nothing: fixed time zone and hash seed, the task's
+    interpreter first on PATH, plugin autoload off, no user site-packages, a private HOME."""
     tmp = tempfile.gettempdir()
     path = os.pathsep.join([os.path.dirname(python), "/usr/local/bin", "/usr/bin", "/bin"])
-    env = {"PATH": path, "HOME": tmp, "TMPDIR": tmp, "TZ": "UTC", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8",
-           "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "NO_COLOR": "1"}
+    env = {"PATH": path, "HOME": home or tmp, "TMPDIR": tmp, "TZ": "UTC", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8",
+           "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "NO_COLOR": "1",
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONNOUSERSITE": "1"}
     roots = [os.path.join(tree, p) if p not in ("", ".") else tree for p in pythonpath]
     if roots:
         env["PYTHONPATH"] = os.pathsep.join(roots)
@@ -325,14 +579,29 @@ def test_env(tree: str, python: str, pythonpath: list[str] = ()) -> dict:
 
 
 def run_tests(tree: str, framework: str, files: list[str], *, python: str | None = None,
-              pythonpath: list[str] = (), timeout_s: float = 300.0) -> dict:
-    """Run the test files once; return outcomes, report source, exit code, seconds and the output's tail."""
+              pythonpath: list[str] = (), timeout_s: float = 300.0, plugins: list[str] = (),
+              canary: bool = True) -> dict:
+    """Run the test files once; return outcomes, the canary's outcome, report source, exit code,
+    seconds and the output's tail."""
+    import secrets
+
     py = resolve_python(python)
     jdir = tempfile.mkdtemp(prefix="envgen-junit-")
     junit = os.path.join(jdir, "report.xml")
-    cmd = test_command(framework, py, files, junit)
+    home = os.path.join(jdir, "home")
+    os.mkdir(home)
+    tok = secrets.token_hex(6)
+    run_files = list(files)
+    canary_path = None
+    if canary and files:
+        canary_rel = "/".join([*files[-1].split("/")[:-1], f"test_{tok}.py"])
+        canary_path = os.path.join(tree, canary_rel)
+        with open(canary_path, "w", encoding="utf-8") as f:
+            f.write(CANARY.format(tok=tok))
+        run_files.append(canary_rel)
+    cmd = test_command(framework, py, run_files, junit, plugins)
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=tree, env=test_env(tree, py, pythonpath), stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(cmd, cwd=tree, env=test_env(tree, py, pythonpath, home), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     timed_out = False
     try:
@@ -353,9 +622,16 @@ def run_tests(tree: str, framework: str, files: list[str], *, python: str | None
         with open(junit, encoding="utf-8", errors="replace") as f:
             junit_text = f.read()
     shutil.rmtree(jdir, ignore_errors=True)
-    outcomes, source = parse_report(framework, junit_text, text, files)
-    return {"outcomes": outcomes, "source": source, "rc": proc.returncode, "timed_out": timed_out,
-            "seconds": round(seconds, 4), "tail": text[-TAIL_CHARS:]}
+    if canary_path and os.path.lexists(canary_path):
+        os.unlink(canary_path)
+    outcomes, source = parse_report(framework, junit_text, text, run_files)
+    seen = sorted({v for k, v in outcomes.items() if tok in k})
+    for k in [k for k in outcomes if tok in k]:
+        del outcomes[k]
+    canary_outcome = None if not canary_path else (
+        "missing" if not seen else next((o for o in seen if o not in FAILING), seen[0]))
+    return {"outcomes": outcomes, "canary": canary_outcome, "source": source, "rc": proc.returncode,
+            "timed_out": timed_out, "seconds": round(seconds, 4), "tail": text[-TAIL_CHARS:]}
 
 
 def _killpg(proc: subprocess.Popen) -> None:
@@ -376,11 +652,33 @@ def _read(path: str) -> str | None:
         return None
 
 
-def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: str | None, **_) -> dict:
+def fresh_repo(work_dir: str, git_src: str | None, repo: str = "repo", git_dir: str = "repo.git") -> str | None:
+    """Empty the work dir and give it the pristine git data (``git_src``) and a working tree.
+
+    Nothing the episode left there survives: not its tree, caches or stray config files above the
+    tree (pytest looks for configuration in the parent directories), nor a tampered ``repo.git``.
+    Without ``git_src`` (a caller that passes no pristine env) the work dir's own git data is kept.
+    """
+    for entry in os.listdir(work_dir):
+        if git_src is None and entry == git_dir:
+            continue
+        p = os.path.join(work_dir, entry)
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p)
+        else:
+            os.unlink(p)
+    if git_src is not None:
+        shutil.copytree(git_src, os.path.join(work_dir, git_dir), symlinks=True)
+    return prepare_repo(work_dir, repo, git_dir)
+
+
+def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: str | None,
+          env_dir: str | None = None, **_) -> dict:
     """Judge a code episode: reward 1 iff the submitted patch makes every FAIL_TO_PASS and PASS_TO_PASS pass.
 
     args: base (commit), framework, files (test files to run), FAIL_TO_PASS, PASS_TO_PASS, test_patch
-    (file in hidden/), and optionally python, pythonpath, timeout_s, repo, git_dir, submit_tool.
+    (file in hidden/), plugins (pytest plugin names recorded at validation; when absent, the ones the
+    environment provides), and optionally python, pythonpath, timeout_s, repo, git_dir, submit_tool.
     """
     submit_tool = args.get("submit_tool", "submit")
     f2p, p2p = list(args.get("FAIL_TO_PASS") or []), list(args.get("PASS_TO_PASS") or [])
@@ -389,33 +687,45 @@ def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: st
     patch = _read(os.path.join(work_dir, SUBMISSION))
     if not patch or not patch.strip():
         return {"reward": 0.0, "details": {"reason": "the submission is empty"}}
-    tree = prepare_repo(work_dir, args.get("repo", "repo"), args.get("git_dir", "repo.git"))
-    if tree is None:
-        return {"reward": 0.0, "details": {"reason": "the task's repository is missing from the work dir"}}
     test_patch = _read(os.path.join(hidden_dir or "", args.get("test_patch", "test.patch"))) if hidden_dir else None
     if test_patch is None:
         raise RuntimeError("the hidden test patch is missing: the pack is broken")
-    touched = protected_touches(patch, patch_files(test_patch))
-    if touched:
-        return {"reward": 0.0, "details": {"reason": f"the submission changes test infrastructure: {touched[:5]}"}}
     try:
         check_patch(patch)
-        reset_repo(tree, args["base"])
-        apply_patch(tree, patch, "the submitted patch")
-        apply_patch(tree, test_patch, "the test patch")
     except PatchError as e:
         return {"reward": 0.0, "details": {"reason": str(e)}}
-    res = run_tests(tree, args.get("framework", "pytest"), list(args.get("files") or []),
-                    python=args.get("python"), pythonpath=list(args.get("pythonpath") or []),
-                    timeout_s=float(args.get("timeout_s", 300)))
+    git_dir = args.get("git_dir", "repo.git")
+    pristine = os.path.join(env_dir, git_dir) if env_dir else None
+    if not (pristine and os.path.isdir(pristine)):
+        pristine = None
+        if not os.path.isdir(os.path.join(work_dir, git_dir)):
+            return {"reward": 0.0, "details": {"reason": "the task's repository is missing from the work dir"}}
+    tree = fresh_repo(work_dir, pristine, args.get("repo", "repo"), git_dir)
+    files = list(args.get("files") or [])
+    pythonpath = list(args.get("pythonpath") or [])
+    found = probe_environment(args.get("python"), tree)
+    plugins = list(args["plugins"]) if "plugins" in args else [p["name"] for p in found["plugins"]]
+    try:
+        restored = stage(tree, args["base"], test_patch, patch, files=files, roots=["", *pythonpath],
+                         env_modules=found["modules"])
+    except PatchError as e:
+        return {"reward": 0.0, "details": {"reason": str(e)}}
+    res = run_tests(tree, args.get("framework", "pytest"), files, python=args.get("python"), pythonpath=pythonpath,
+                    timeout_s=float(args.get("timeout_s", 300)), plugins=plugins)
     outcomes = res["outcomes"]
     bad_f2p = [t for t in f2p if outcomes.get(t) not in PASSING]
     bad_p2p = [t for t in p2p if outcomes.get(t) not in PASSING]
-    reward = 1.0 if not bad_f2p and not bad_p2p and (f2p or p2p) else 0.0
+    trusted = res["canary"] in FAILING
+    reward = 1.0 if trusted and not bad_f2p and not bad_p2p and (f2p or p2p) else 0.0
     details = {"FAIL_TO_PASS": f"{len(f2p) - len(bad_f2p)}/{len(f2p)}",
                "PASS_TO_PASS": f"{len(p2p) - len(bad_p2p)}/{len(p2p)}",
                "failed": (bad_f2p + bad_p2p)[:20], "report": res["source"], "seconds": res["seconds"],
-               "timed_out": res["timed_out"]}
+               "timed_out": res["timed_out"], "plugins": plugins, "canary": res["canary"]}
+    if restored:
+        details["restored"] = restored[:20]
+    if not trusted:
+        details["reason"] = (f"the run reported the canary test, which always fails, as {res['canary']}: "
+                             "the test run was taken over")
     if reward == 0.0:
         details["tail"] = res["tail"][-1500:]
     return {"reward": reward, "details": details}
@@ -425,10 +735,11 @@ def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: st
 
 
 def matrix(spec: dict) -> dict:
-    """Run the test files ``runs`` times per mode (patch set), each from a clean reset; the host judges.
+    """Run the test files ``runs`` times per mode, each from a clean reset and staged as a submission
+    would be (``stage``); the host judges. Also reports the pytest plugins the environment provides.
 
     spec: git_dir (to copy into work), work, base, framework, files, python, pythonpath, timeout_s,
-    runs, modes: [{name, patches: [paths]}].
+    runs, test_patch (path), modes: [{name, submission: path or null}].
     """
     t0 = time.monotonic()
     work = spec["work"]
@@ -437,31 +748,32 @@ def matrix(spec: dict) -> dict:
     if not os.path.isdir(local_gd):
         shutil.copytree(spec["git_dir"], local_gd)
     tree = prepare_repo(work)
+    pythonpath = list(spec.get("pythonpath") or [])
+    found = probe_environment(spec.get("python"), tree)
+    plugins = [p["name"] for p in found["plugins"]] if spec["framework"] == "pytest" else []
+    test_patch = _read(spec["test_patch"])
     setup = time.monotonic() - t0
     runs = []
     for mode in spec["modes"]:
-        patches = []
-        for p in mode["patches"]:
-            with open(p, encoding="utf-8", errors="surrogateescape") as f:
-                patches.append((os.path.basename(p), f.read()))
+        sub = _read(mode["submission"]) if mode.get("submission") else None
+        what = f"{os.path.basename(mode['submission'])}" if sub is not None else ""
         for r in range(int(spec.get("runs", 3))):
             t1 = time.monotonic()
             rec = {"mode": mode["name"], "run": r + 1}
             try:
-                reset_repo(tree, spec["base"])
-                for name, text in patches:
-                    apply_patch(tree, text, name)
+                rec["restored"] = stage(tree, spec["base"], test_patch, sub, files=spec["files"],
+                                        roots=["", *pythonpath], env_modules=found["modules"], what=what)
             except PatchError as e:
                 rec.update(outcomes={}, error=str(e), seconds=0.0, total_seconds=round(time.monotonic() - t1, 4))
                 runs.append(rec)
                 continue
-            res = run_tests(tree, spec["framework"], spec["files"], python=spec.get("python"),
-                            pythonpath=spec.get("pythonpath") or [], timeout_s=float(spec.get("timeout_s", 300)))
+            res = run_tests(tree, spec["framework"], spec["files"], python=spec.get("python"), pythonpath=pythonpath,
+                            timeout_s=float(spec.get("timeout_s", 300)), plugins=plugins)
             rec.update(res)
             rec["total_seconds"] = round(time.monotonic() - t1, 4)
             runs.append(rec)
     return {"runs": runs, "setup_seconds": round(setup, 4), "seconds": round(time.monotonic() - t0, 4),
-            "python": sys.version.split()[0]}
+            "python": sys.version.split()[0], "plugins": found["plugins"] if spec["framework"] == "pytest" else []}
 
 
 def main(argv: list[str] | None = None) -> int:
