@@ -287,7 +287,8 @@ BOOK_SOLUTION = '''def solve():
     cheapest = min(search_hotels(city="Porto"), key=lambda h: h["price"])
     return "Booked, booking number " + str(book_hotel(hotel_id=cheapest["id"], guest="Ana Lima")["booking"])
 '''
-BOOK_VERIFY = '''import sqlite3
+BOOK_VERIFY = '''import re
+import sqlite3
 
 
 def verify(answer, ctx):
@@ -297,7 +298,7 @@ def verify(answer, ctx):
     except sqlite3.OperationalError:
         return False
     cheapest = con.execute("SELECT id FROM hotels WHERE city = 'Porto' ORDER BY price LIMIT 1").fetchone()[0]
-    return len(rows) == 1 and rows[0][1] == cheapest and str(rows[0][0]) in answer
+    return len(rows) == 1 and rows[0][1] == cheapest and re.findall(r"\\d+", answer) == [str(rows[0][0])]
 '''
 
 
