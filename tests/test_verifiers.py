@@ -278,6 +278,19 @@ def test_program_verifier_gets_declared_arguments(tmp_path):
         verify(spec, answer="", calls=[], work_dir=".", hidden_dir=str(tmp_path))
 
 
+def test_program_verifier_sees_the_prompt(tmp_path):
+    """A program verifier may set aside what the question itself says (numbers it restates)."""
+    (tmp_path / "verify.py").write_text(
+        "def verify(answer, prompt):\n"
+        "    asked = prompt[-1]['content']\n"
+        "    return [w for w in answer.split() if w.isdigit() and w not in asked] == ['42']\n")
+    spec = {"kind": "program", "args": {}}
+    prompt = [{"role": "user", "content": "Of the 7 boxes, how many hold 6 apples?"}]
+    run = lambda a: verify(spec, answer=a, calls=[], work_dir=".", hidden_dir=str(tmp_path), prompt=prompt)["reward"]
+    assert run("Of the 7 boxes, 42 hold 6 apples") == 1.0
+    assert run("42 or 43") == 0.0
+
+
 # ----------------------------------------------------------------------------- one final answer (issue 12, class 7)
 
 

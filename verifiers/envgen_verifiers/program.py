@@ -6,6 +6,7 @@ It is called with whichever of these keyword arguments it declares:
     answer: str           the agent's final message
     calls: list[dict]     the episode's tool calls: {"tool", "args", "ok", "content"}
     params: dict          the task's verifier.args["params"]
+    prompt: list[dict]    the task's prompt messages {"role", "content"} (what the agent was asked)
     ctx: Context          work_dir, hidden_dir, env_dir; db(path) and pristine(path) for read-only SQLite
                           connections to the end and the pristine database; changes(path) for the change set
 
@@ -60,7 +61,7 @@ def _load(path: str):
 
 
 def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: str | None, env_dir: str | None = None,
-          **_) -> dict:
+          prompt: list | None = None, **_) -> dict:
     """args: file="verify.py" (in hidden/), function="verify", params={}, changes={db, ignore, expected}
     (optional: the whole-database check, see state.py)."""
     if not hidden_dir:
@@ -69,7 +70,7 @@ def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: st
     if not path.startswith(os.path.normpath(hidden_dir) + os.sep):
         raise ValueError(f"verifier file {args.get('file')!r} leaves hidden/")
     fn = getattr(_load(path), args.get("function", "verify"))
-    offered = {"answer": answer, "calls": calls, "params": args.get("params", {}),
+    offered = {"answer": answer, "calls": calls, "params": args.get("params", {}), "prompt": list(prompt or []),
                "ctx": Context(work_dir, hidden_dir, env_dir)}
     wanted = inspect.signature(fn).parameters
     out = fn(**{k: v for k, v in offered.items() if k in wanted})
