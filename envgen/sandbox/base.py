@@ -143,6 +143,8 @@ class Sandbox(ABC):
             msg = (ready or {}).get("error", {}).get("message", "no answer within the start timeout")
             self._kill()
             raise SandboxError(f"pack {self.pack.manifest.name!r}: the sandbox runtime did not start: {msg}")
+        if self.tools:
+            return  # a runtime of this sandbox has said its tools already; they come from the same env/
         hello = self._request({"op": "hello"}, START_TIMEOUT_S)
         if not hello.get("ok"):
             raise SandboxError(f"pack {self.pack.manifest.name!r}: runtime hello failed: {hello['error']['message']}")
@@ -239,8 +241,9 @@ class Sandbox(ABC):
         return Verdict(float(reply["reward"]), reply.get("details") or {})
 
     def _hidden_source(self) -> Path | None:
-        """The pack's hidden/, copied once per sandbox into a private host dir with its modules compiled, so
-        a fresh verifier process loads bytecode instead of compiling the pack's verify.py every time."""
+        """The pack's hidden/, copied once per sandbox into a private host dir (0700) with its modules
+        compiled, so a fresh verifier process loads bytecode instead of compiling the pack's verify.py
+        every time, and staging is a tree of hard links."""
         src = self.pack.hidden_dir
         if not src.is_dir():
             return None
@@ -248,8 +251,12 @@ class Sandbox(ABC):
         if self._hidden is None or stamp != self._hidden_stamp:
             self._drop_hidden()
             tmp = Path(tempfile.mkdtemp(prefix="envgen-hidden-"))
-            shutil.copytree(src, tmp / "hidden", ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(src, tmp / "hidden", symlinks=False, ignore=shutil.ignore_patterns("__pycache__"))
             compileall.compile_dir(tmp / "hidden", quiet=2)
+            for d, _, files in os.walk(tmp / "hidden"):  # readable, never writable, by the verifier's user
+                os.chmod(d, 0o755)
+                for f in files:
+                    os.chmod(os.path.join(d, f), 0o644)
             self._hidden, self._hidden_owner, self._hidden_stamp = tmp / "hidden", os.getpid(), stamp
         return self._hidden
 

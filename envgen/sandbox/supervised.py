@@ -233,7 +233,7 @@ class Supervised:
             chan.close()
         if not self.dead:
             try:
-                return self.request({"op": "kill", "keep": []})["strays"]
+                return self.request({"op": "kill"})["strays"]
             except SandboxError:
                 pass
         return 0
@@ -248,16 +248,14 @@ class Supervised:
     # -- verification
 
     def stage_hidden(self, src: Path | None) -> str | None:
-        """Copy hidden/ into the io dir, readable and unwritable; return its path as the verifier sees it."""
+        """Link (or copy) hidden/ into the io dir; return its path as the verifier sees it. `src` is the
+        sandbox's prepared copy (see Sandbox._hidden_source): its modes already make it readable and
+        unwritable for the verifier's user, and links share them."""
         dest = self.iodir / "hidden"
         shutil.rmtree(dest, ignore_errors=True)
         if src is None or not src.is_dir():
             return None
         shutil.copytree(src, dest, symlinks=False, copy_function=_link_or_copy)
-        for d, _, files in os.walk(dest):
-            os.chmod(d, 0o755)
-            for f in files:
-                os.chmod(os.path.join(d, f), 0o644)
         return f"{self.guest_io}/hidden"
 
     def unstage_hidden(self) -> None:

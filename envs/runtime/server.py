@@ -173,15 +173,22 @@ class Runtime:
         if kit:  # tools may reuse the kit's parsers (the code family's patch check); verdicts never come from here
             sys.path.append(os.path.abspath(kit))
         self.tools: dict = {}
-        self.schemas: list = []
         if restore:
             self._restore()
         self._load_tools()
-        self.schemas = [tool_schema(fn) for fn in self.tools.values()]
         self.pristine = restore
         """True until a tool is called: the work dir and the tools' module state are as env/ has them."""
 
+    @property
+    def schemas(self) -> list:
+        """The tools' OpenAI schemas, derived when first asked for (a runtime that replaces another one of
+        the same sandbox is never asked: the host knows them already)."""
+        if self._schemas is None:
+            self._schemas = [tool_schema(fn) for fn in self.tools.values()]
+        return self._schemas
+
     def _load_tools(self) -> None:
+        self._schemas = None
         path = os.path.join(self.env_dir, "tools.py")
         if not os.path.isfile(path):
             self.tools = {}

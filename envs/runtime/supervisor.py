@@ -9,7 +9,7 @@ under a millisecond:
                                                   fork a process with stdin/stdout wired to those FIFOs:
                                                   the runtime server (the agent's tools), or the one-shot
                                                   verifier (envs/runtime/verifier.py)  -> {"pid": N}
-    {"op": "kill", "keep": [PID, ...]}            SIGKILL every process of the sandbox but `keep`, then reap
+    {"op": "kill"}                                SIGKILL every process of the sandbox, wait until they are gone
                                                   -> {"killed": N, "strays": N (those not the runtime)}
     {"op": "wipe", "dirs": [DIR, ...], "ipc": B}  empty those dirs (and remove System V IPC objects), as the
                                                   sandbox user
@@ -248,32 +248,55 @@ class Supervisor:
         return {"ok": True, "pid": pid}
 
     def op_kill(self, req):
-        keep = {int(p) for p in req.get("keep") or []}
-        targets = {p[0] for p in self._procs() if p[0] not in keep and p[2] not in ("Z", "X")}
-        if not keep and os.getpid() == 1:
-            # kill(-1) from PID 1 signals every other process in the namespace in one pass under the
-            # tasklist lock, so not even a fork bomb can slip a child past it.
+        """SIGKILL every process of the sandbox but this one, and wait until they are gone."""
+        runtime, self.runtime_pid = self.runtime_pid, None
+        if os.getpid() == 1:
+            killed = self._kill_namespace()
+        else:
+            killed = self._kill_descendants()
+        left = [p for p in self._procs() if p[2] not in ("Z", "X")] if None in killed else []
+        killed.discard(None)
+        return {"ok": True, "killed": len(killed), "strays": len(killed - {runtime}), "left": len(left)}
+
+    def _kill_namespace(self) -> set:
+        """kill(-1) from PID 1 signals every other process in the namespace in one pass under the tasklist
+        lock, so not even a fork bomb can slip a child past it; every orphan is re-parented to PID 1, so
+        reaping until no child is left means the namespace is empty (no /proc scan, no fixed sleeps)."""
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        killed, end = set(), time.monotonic() + KILL_ROUNDS_S
+        while True:
             try:
-                os.kill(-1, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        end = time.monotonic() + KILL_ROUNDS_S
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return killed
+            if pid == 0:
+                if time.monotonic() > end:
+                    return killed | {None}  # something would not die: the caller counts what is left
+                time.sleep(0.0001)
+            elif os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+                killed.add(pid)
+
+    def _kill_descendants(self) -> set:
+        """Without a namespace of its own: kill the descendants found in /proc (a subreaper inherits the
+        orphans, setsid'd or not), in rounds until none is left."""
+        killed, end = set(), time.monotonic() + KILL_ROUNDS_S
         while True:
             self._reap()
-            live = [p[0] for p in self._procs() if p[0] not in keep and p[2] not in ("Z", "X")]
-            if not live or time.monotonic() > end:
-                break
-            targets.update(live)
+            live = [p[0] for p in self._procs() if p[2] not in ("Z", "X")]
+            if not live:
+                return killed
+            if time.monotonic() > end:
+                return killed | {None}
+            killed.update(live)
             for pid in live:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            time.sleep(0.001)
-        strays = len(targets - {self.runtime_pid})
-        if self.runtime_pid is not None and self.runtime_pid not in keep:
-            self.runtime_pid = None
-        return {"ok": True, "killed": len(targets), "strays": strays, "left": len(live)}
+            time.sleep(0.0005)
 
     def op_wipe(self, req):
         """Empty dirs (and drop IPC objects) as the sandbox user (seteuid keeps root in the saved uid: no fork)."""
@@ -355,13 +378,7 @@ class Supervisor:
                 os.write(ctl_out, json.dumps(reply).encode() + b"\n")
 
     def kill_all(self) -> None:
-        if os.getpid() == 1:
-            try:
-                os.kill(-1, signal.SIGKILL)
-            except OSError:
-                pass
-        else:
-            self.op_kill({})
+        self.op_kill({})
 
 
 _LOG: str | None = None
