@@ -77,8 +77,16 @@ def _reachable(path: str, uid: int, gid: int) -> bool:
 
 
 def _interpreter_paths(python: str) -> list[str]:
-    return [os.path.realpath(python), sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"],
-            str(bundled("envs") / "runtime"), str(bundled("verifiers"))]
+    """What the sandbox's processes read outside the sandbox dir: the interpreter and its prefix (a venv's
+    site-packages included: the code family's tests run with it), the stdlib, envgen's runtime and kit."""
+    paths = [os.path.realpath(python), str(bundled("envs") / "runtime"), str(bundled("verifiers"))]
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        cfg = sysconfig.get_paths()
+        paths += [sys.prefix, sys.exec_prefix, cfg["stdlib"], cfg["platstdlib"],
+                  *(p for p in sys.path if p and os.path.isdir(p))]
+    else:
+        paths.append(str(Path(python).parent.parent))  # the venv or install prefix the interpreter belongs to
+    return list(dict.fromkeys(paths))
 
 
 _identity_lock = threading.Lock()
@@ -111,8 +119,16 @@ def _compile(env: Path, python: str) -> None:
                        stderr=subprocess.DEVNULL, timeout=120, check=False)
 
 
+def _outermost(paths: list[str]) -> list[str]:
+    """The paths not inside another of them (binding a dir keeps what is under it visible too)."""
+    real = sorted({os.path.realpath(p) for p in paths})
+    return [p for p in real if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in real)]
+
+
 def _under_tmp(path: str) -> bool:
-    return os.path.commonpath([os.path.realpath(path), TMP_ROOT]) == TMP_ROOT
+    """Strictly inside /tmp (which the namespaces replace with a private tmpfs)."""
+    real = os.path.realpath(path)
+    return real != TMP_ROOT and os.path.commonpath([real, TMP_ROOT]) == TMP_ROOT
 
 
 class LocalBox(Supervised):
@@ -150,7 +166,7 @@ class LocalBox(Supervised):
             verifier = [python, "-I", "-B", str(bundled("envs") / "runtime" / "verifier.py"),
                         "--verifiers", str(bundled("verifiers")), "--work", str(root / "work")]
             isolation = isolation or ("namespaces" if os.geteuid() == 0 else "subreaper")
-            keep = [str(root), *(p for p in _interpreter_paths(python)[1:] if _under_tmp(p))]
+            keep = _outermost([str(root), *(p for p in _interpreter_paths(python) if _under_tmp(p))])
             cmd = [python, "-I", "-B", str(bundled("envs") / "runtime" / "supervisor.py"), "--io", str(root / "io"),
                    "--uid", str(uid), "--gid", str(gid), "--verifier-uid", str(os.geteuid()),
                    "--work", str(root / "work"), "--home", str(root / "tmp"), "--tmp", str(root / "tmp"),
