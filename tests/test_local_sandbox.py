@@ -107,3 +107,30 @@ def test_verifier_error_is_a_zero_with_reason(tiny_pack, sbx):
     task = tiny_pack.tasks[0].model_copy(update={"verifier": Verifier(kind="program", args={"file": "../../etc/passwd"})})
     v = sbx.verify(task, "", [])
     assert v.reward == 0.0 and "leaves hidden/" in v.details["error"]
+
+
+def test_an_interpreter_whose_venv_lives_under_tmp_stays_usable(tmp_path):
+    """As root the sandbox gets a private /tmp; a venv under the host's /tmp (a CI clone, a pytest tmp dir)
+    must stay visible to the tools, or nothing that the venv provides can be imported."""
+    import subprocess
+    import sys
+
+    from conftest import make_tiny_pack
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next(venv.glob("lib/python3*/site-packages"))
+    (site / "envgen_marker_mod.py").write_text("VALUE = 'from the venv'\n")
+    pack = make_tiny_pack(tmp_path / "tiny", extra_tools='''
+
+def marker() -> str:
+    """Import a module only the sandbox's venv has."""
+    import envgen_marker_mod
+    return envgen_marker_mod.VALUE
+''')
+    with open_sandbox(pack, "local", python=str(venv / "bin" / "python")) as s:
+        s.reset()
+        assert s.call("marker", {}).content == "from the venv"
+        if os.geteuid() == 0:
+            assert s.box.isolation == "namespaces"
+            assert json.loads(s.call("peek_hidden", {}).content) == []

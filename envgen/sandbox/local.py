@@ -79,13 +79,12 @@ def _reachable(path: str, uid: int, gid: int) -> bool:
 def _interpreter_paths(python: str) -> list[str]:
     """What the sandbox's processes read outside the sandbox dir: the interpreter and its prefix (a venv's
     site-packages included: the code family's tests run with it), the stdlib, envgen's runtime and kit."""
-    paths = [os.path.realpath(python), str(bundled("envs") / "runtime"), str(bundled("verifiers"))]
-    if os.path.realpath(python) == os.path.realpath(sys.executable):
+    paths = [os.path.realpath(python), str(bundled("envs") / "runtime"), str(bundled("verifiers")),
+             str(Path(os.path.abspath(python)).parent.parent)]  # the venv or install prefix it belongs to
+    if os.path.abspath(python) == os.path.abspath(sys.executable):  # (venvs share one resolved binary)
         cfg = sysconfig.get_paths()
         paths += [sys.prefix, sys.exec_prefix, cfg["stdlib"], cfg["platstdlib"],
                   *(p for p in sys.path if p and os.path.isdir(p))]
-    else:
-        paths.append(str(Path(python).parent.parent))  # the venv or install prefix the interpreter belongs to
     return list(dict.fromkeys(paths))
 
 
