@@ -5,4 +5,7 @@ Importing envgen registers the Gymnasium env ``envgen/Pack-v0``; the import stay
 
 __version__ = "0.1.0"
 
-from .gym import register_envs as _register; _register()  # noqa: E402, E702
+import gymnasium as _gymnasium  # noqa: E402
+
+if "envgen/Pack-v0" not in _gymnasium.registry:  # by name: envgen.gym (and what it runs) loads on first make()
+    _gymnasium.register(id="envgen/Pack-v0", entry_point="envgen.gym:PackEnv")

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .errors import EnvgenError
+from .errors import ActionError, InputError
 
 PARSE_FORMATS = ("auto", "openai", "hermes", "qwen", "deepseek", "deepseek-v3", "dsml")
 """Accepted ``tool_format`` values for parsing. ``qwen`` is ``hermes``; the three DeepSeek names share
@@ -43,19 +43,6 @@ HERMES_HINT = 'Write each call as <tool_call>{"name": "TOOL", "arguments": {...}
 DEEPSEEK_HINT = f"Write each call as {DS_CALL_BEGIN}TOOL{DS_SEP}{{...JSON arguments...}}{DS_CALL_END}."
 OPENAI_HINT = ('Send {"content": "...", "tool_calls": [{"id": "call_1", "type": "function", '
                '"function": {"name": "TOOL", "arguments": "{...JSON...}"}}]}.')
-
-
-class ActionError(EnvgenError):
-    """An assistant message that cannot be read as text plus tool calls; the message is for the model.
-
-    ``code`` names the failure for counters and logs: ``malformed_json`` (a call's JSON does not parse),
-    ``bad_tool_call`` (it parses but is not a call: no name, arguments not an object, ...),
-    ``bad_message`` (an OpenAI message with wrong field types), ``unsupported_action`` (not text or JSON).
-    """
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass
@@ -99,7 +86,7 @@ class ParsedAction:
 def canonical_format(tool_format: str, allowed: tuple[str, ...] = PARSE_FORMATS) -> str:
     """The parser a format name selects (aliases folded); EnvgenError for a name not in ``allowed``."""
     if tool_format not in allowed:
-        raise EnvgenError(f"unknown tool_format {tool_format!r}; use one of {', '.join(allowed)}")
+        raise InputError(f"unknown tool_format {tool_format!r}; use one of {', '.join(allowed)}")
     return {"qwen": "hermes", "deepseek-v3": "deepseek", "dsml": "deepseek"}.get(tool_format, tool_format)
 
 
@@ -348,7 +335,7 @@ def render_action(content: str = "", tool_calls: Iterable[Call | Mapping[str, An
     the raw text a model of that family would generate (reasoning as a leading ``<think>`` block).
     """
     if tool_format not in RENDER_FORMATS:
-        raise EnvgenError(f"unknown tool_format {tool_format!r} for rendering; use one of {', '.join(RENDER_FORMATS)}")
+        raise InputError(f"unknown tool_format {tool_format!r} for rendering; use one of {', '.join(RENDER_FORMATS)}")
     calls = [_as_call(c, i) for i, c in enumerate(tool_calls)]
     if tool_format == "openai":
         return ParsedAction(content, calls, reasoning).to_message()

@@ -29,18 +29,8 @@ from typing import Any, Callable, Iterable, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from .errors import EnvgenError
-
-# ----------------------------------------------------------------------------- errors
-
-
-class LLMError(EnvgenError):
-    """A chat request that cannot succeed as sent (bad request, auth, unknown model): retrying will not help."""
-
-
-class LLMUnavailable(LLMError):
-    """The endpoint kept failing (429/5xx/timeouts/connection) until the retry budget ran out."""
-
+from .errors import EnvgenError, InputError, LLMError, LLMUnavailable
+from .paths import bundled
 
 # ----------------------------------------------------------------------------- configs
 
@@ -128,18 +118,18 @@ class LLMPool:
                  strategy: Strategy = "round_robin"):
         self.configs = list(configs)
         if not self.configs:
-            raise EnvgenError("an LLM pool needs at least one model config")
+            raise InputError("an LLM pool needs at least one model config")
         names = [c.name for c in self.configs]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
-            raise EnvgenError(f"LLM config names repeat: {', '.join(dup)}")
+            raise InputError(f"LLM config names repeat: {', '.join(dup)}")
         self.by_name = {c.name: c for c in self.configs}
         self.roles = dict(roles or {})
         for role, name in self.roles.items():
             if name not in self.by_name:
-                raise EnvgenError(f"LLM roles: {role!r} names config {name!r}, which is not one of {', '.join(names)}")
+                raise InputError(f"LLM roles: {role!r} names config {name!r}, which is not one of {', '.join(names)}")
         if strategy not in ("round_robin", "first"):
-            raise EnvgenError(f"unknown LLM strategy {strategy!r}; use round_robin or first")
+            raise InputError(f"unknown LLM strategy {strategy!r}; use round_robin or first")
         self.strategy = strategy
 
     @classmethod
@@ -154,7 +144,7 @@ class LLMPool:
         try:
             return self.by_name[name]
         except KeyError:
-            raise EnvgenError(f"no LLM config named {name!r}; the pool has {', '.join(self.by_name)}") from None
+            raise InputError(f"no LLM config named {name!r}; the pool has {', '.join(self.by_name)}") from None
 
     def pick(self, role: str | None = None, preferred: str | None = None, ordinal: int = 0) -> LLMConfig:
         if role is not None and role in self.roles:
@@ -173,7 +163,7 @@ def load_llm_file(path: str | os.PathLike) -> LLMPool:
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
-        raise EnvgenError(f"{p}: cannot read the LLM config file ({e.strerror})") from None
+        raise InputError(f"{p}: cannot read the LLM config file ({e.strerror})") from None
     try:
         if p.suffix.lower() == ".json":
             raw = json.loads(text)
@@ -182,17 +172,17 @@ def load_llm_file(path: str | os.PathLike) -> LLMPool:
 
             raw = yaml.safe_load(text)
     except Exception as e:  # json.JSONDecodeError, yaml.YAMLError
-        raise EnvgenError(f"{p}: not valid {'JSON' if p.suffix.lower() == '.json' else 'YAML'}: {e}") from None
+        raise InputError(f"{p}: not valid {'JSON' if p.suffix.lower() == '.json' else 'YAML'}: {e}") from None
     if isinstance(raw, list):
         raw = {"models": raw}
     if not isinstance(raw, dict):
-        raise EnvgenError(f"{p}: expected a mapping with 'models' (a list of configs)")
+        raise InputError(f"{p}: expected a mapping with 'models' (a list of configs)")
     try:
         parsed = _PoolFile.model_validate(raw)
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(x) for x in err["loc"])
-        raise EnvgenError(f"{p}: {where}: {err['msg']}") from None
+        raise InputError(f"{p}: {where}: {err['msg']}") from None
     return LLMPool(parsed.models, parsed.roles, parsed.strategy)
 
 
@@ -211,7 +201,7 @@ def load_llm(config_file: str | os.PathLike | None = None, *, base_url: str | No
         configs, roles, strategy = pool.configs, pool.roles, pool.strategy
     if model is not None or base_url is not None:
         if model is None:
-            raise EnvgenError("--llm-base-url needs --llm-model (the model name the endpoint serves)")
+            raise InputError("--llm-base-url needs --llm-model (the model name the endpoint serves)")
         fields: dict[str, Any] = {"name": "cli", "model": model, **{k: v for k, v in overrides.items() if v is not None}}
         if base_url is not None:
             fields["base_url"] = base_url
@@ -221,9 +211,9 @@ def load_llm(config_file: str | os.PathLike | None = None, *, base_url: str | No
             configs = [LLMConfig(**fields), *[c for c in configs if c.name != "cli"]]
         except ValidationError as e:
             err = e.errors()[0]
-            raise EnvgenError(f"LLM flags: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+            raise InputError(f"LLM flags: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
     if not configs:
-        raise EnvgenError("no LLM given: pass --llm-model (and --llm-base-url) or --llm-config FILE")
+        raise InputError("no LLM given: pass --llm-model (and --llm-base-url) or --llm-config FILE")
     return LLMPool(configs, roles, strategy)
 
 
@@ -585,8 +575,6 @@ def function_schema(fn: Callable) -> dict[str, Any]:
     if _SCHEMA_FN is None:
         import importlib.util
 
-        from .paths import bundled
-
         spec = importlib.util.spec_from_file_location("_envgen_runtime_schema", bundled("envs") / "runtime" / "server.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -647,7 +635,7 @@ class SandboxTools(Toolset):
         if allowed is not None:
             missing = allowed - {s["function"]["name"] for s in self._schemas}
             if missing:
-                raise EnvgenError(f"the sandbox has no tool(s) {', '.join(sorted(missing))}")
+                raise InputError(f"the sandbox has no tool(s) {', '.join(sorted(missing))}")
         self.timeout = timeout
         self.scrub = dict(scrub or {})
         for attr in ("work", "root"):
@@ -678,7 +666,7 @@ class Tools(Toolset):
         for ts in toolsets:
             for n in ts.names:
                 if n in self._owner:
-                    raise EnvgenError(f"tool {n!r} is offered twice")
+                    raise InputError(f"tool {n!r} is offered twice")
                 self._owner[n] = ts
 
     def schemas(self) -> list[dict[str, Any]]:

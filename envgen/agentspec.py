@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import EnvgenError
+from .errors import InputError
 from .paths import bundled
 
 _NAME = r"^[a-z][a-z0-9-]*$"
@@ -61,23 +61,23 @@ def parse_spec(text: str, path: Path | None = None) -> AgentSpec:
     where = str(path) if path else "<agent spec>"
     m = _FRONT.match(text)
     if not m:
-        raise EnvgenError(f"{where}: missing YAML header (the file must start with a '---' line, the header, "
+        raise InputError(f"{where}: missing YAML header (the file must start with a '---' line, the header, "
                           "and another '---' line)")
     try:
         header = yaml.safe_load(m.group(1)) or {}
     except yaml.YAMLError as e:
-        raise EnvgenError(f"{where}: header is not valid YAML: {e}") from None
+        raise InputError(f"{where}: header is not valid YAML: {e}") from None
     if not isinstance(header, dict):
-        raise EnvgenError(f"{where}: header must be a mapping of fields")
+        raise InputError(f"{where}: header must be a mapping of fields")
     if "instructions" in header:
-        raise EnvgenError(f"{where}: header: 'instructions' is the file's body, not a header field")
+        raise InputError(f"{where}: header: 'instructions' is the file's body, not a header field")
     try:
         return AgentSpec(**header, instructions=m.group(2).strip(), path=path)
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
         msg = {"missing": "missing required field", "extra_forbidden": "unknown field"}.get(err["type"], err["msg"])
-        raise EnvgenError(f"{where}: header: {loc}: {msg}") from None
+        raise InputError(f"{where}: header: {loc}: {msg}") from None
 
 
 def _dir(root: Path | None) -> Path:
@@ -98,8 +98,8 @@ def load_spec(name: str, root: Path | None = None) -> AgentSpec:
     """The role ``name`` (file ``agents/NAME.md``); an unknown role's error lists the known ones."""
     path = _dir(root) / f"{name}.md"
     if not re.match(_NAME, name) or not path.is_file():
-        raise EnvgenError(f"unknown agent role {name!r}; known roles: {', '.join(list_specs(root)) or 'none'}")
+        raise InputError(f"unknown agent role {name!r}; known roles: {', '.join(list_specs(root)) or 'none'}")
     spec = _load(path.resolve())
     if spec.name != name:
-        raise EnvgenError(f"{path}: header: name: {spec.name!r} does not match the file name {name!r}")
+        raise InputError(f"{path}: header: name: {spec.name!r} does not match the file name {name!r}")
     return spec

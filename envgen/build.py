@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .episode import replay
-from .errors import EnvgenError
+from .errors import InputError
 from .families import Generated, default_tasks, get_category, load_generator
-from .pack import MANIFEST, Manifest, Pack, Provenance, Task, open_pack, save
+from .pack import MANIFEST, Manifest, Pack, Provenance, Task, save
 from .redteam import GateResult, gate
+from .resolve import open_pack
 from .sandbox import Sandbox, open_sandbox
 from .sandbox.local import describe_tools
 
@@ -82,7 +83,7 @@ def reason_key(reason: str) -> str:
 def check_out(out: Path) -> None:
     """save() replaces the destination: refuse anything that is not an earlier pack or an empty dir."""
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST).is_file())):
-        raise EnvgenError(f"{out}: exists and is not a pack, refusing to replace it; choose another --out or remove it")
+        raise InputError(f"{out}: exists and is not a pack, refusing to replace it; choose another --out or remove it")
 
 
 def needs_expectation(task: Task) -> bool:
@@ -116,7 +117,7 @@ def _pooled(pack: Pack, tasks: Sequence[Task], work: Callable[[Sandbox, Task], t
             workers: int, sandbox: str, progress: Progress | None) -> list[tuple[Task, GateResult]]:
     """``work(sandbox, task)`` for every task across ``workers`` sandboxes; results in task order."""
     if workers < 1:
-        raise EnvgenError(f"workers must be at least 1, got {workers}")
+        raise InputError(f"workers must be at least 1, got {workers}")
     results: list[tuple[Task, GateResult] | None] = [None] * len(tasks)
     if not tasks:
         return []
@@ -253,7 +254,7 @@ def build(family: str, category: str, out: str | Path, *, tasks: int | None = No
     cat = get_category(family, category)
     n = default_tasks(family, category) if tasks is None else tasks
     if n < 1:
-        raise EnvgenError(f"--tasks must be at least 1, got {n}")
+        raise InputError(f"--tasks must be at least 1, got {n}")
     check_out(Path(out))
     generator = load_generator(cat)
     with tempfile.TemporaryDirectory(prefix="envgen-build-") as work:
@@ -261,7 +262,7 @@ def build(family: str, category: str, out: str | Path, *, tasks: int | None = No
         gen = generator.generate(Path(work), n, seed)
         stages = {f"generate_{k}": v for k, v in gen.timings.items()} or {"generate": time.perf_counter() - t}
         if len(gen.tasks) != n:
-            raise EnvgenError(f"{cat.path}/generator.py returned {len(gen.tasks)} tasks, asked for {n}")
+            raise InputError(f"{cat.path}/generator.py returned {len(gen.tasks)} tasks, asked for {n}")
         return build_generated(gen, out, seed=seed, workers=workers, sandbox=sandbox, progress=progress,
                                stages=stages, started=started)
 

@@ -19,9 +19,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import pack as packmod
-from .errors import EnvgenError
-from .passcheck import (AtLeastOnce, Band, Outcome, Rule, Scheduler, pass_at_k, rollout_seed, rule_name,
-                        run_check)
+from .errors import EnvgenError, InputError
+from .gym import PackEnv
+from .ledger import RolloutLedger
+from .passcheck import (AtLeastOnce, Band, Outcome, Rule, Scheduler, parse_rule, pass_at_k, rollout_seed,
+                        rule_name, run_check)
+from .policy import make_policy, rollout
+from .resolve import open_pack
 
 PASS_THRESHOLD = 1.0
 
@@ -31,16 +35,11 @@ class Worker:
 
     def __init__(self, pack_ref: str, policy_spec: str, sandbox: str = "local", seed: int = 0,
                  pass_threshold: float = PASS_THRESHOLD, judge: str | None = None):
-        from .gym import PackEnv
-        from .policy import make_policy
-
         self.env = PackEnv(pack_ref, sandbox=sandbox, judge=judge)
         self.policy = make_policy(policy_spec)
         self.seed, self.pass_threshold = seed, pass_threshold
 
     def run(self, task_id: str, index: int) -> Outcome:
-        from .policy import rollout
-
         t0 = time.perf_counter()
         try:
             t = rollout(self.env, self.policy, task_id=task_id, seed=rollout_seed(task_id, index, self.seed))
@@ -98,7 +97,7 @@ class RayExecutor:
         try:
             import ray
         except ImportError:
-            raise EnvgenError("--executor ray needs Ray: pip install 'envgen[ray]'") from None
+            raise InputError("--executor ray needs Ray: pip install 'envgen[ray]'") from None
         self.ray = ray
         if not ray.is_initialized():
             ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
@@ -135,7 +134,7 @@ def make_executor(kind: str, pack_ref: str, policy_spec: str, *, sandbox: str, s
         return LocalExecutor(lambda: Worker(pack_ref, policy_spec, sandbox, seed, pass_threshold, judge), workers)
     if kind == "ray":
         return RayExecutor(pack_ref, policy_spec, sandbox, seed, workers, pass_threshold, ray_address, judge)
-    raise EnvgenError(f"unknown executor {kind!r}; use local or ray")
+    raise InputError(f"unknown executor {kind!r}; use local or ray")
 
 
 # ----------------------------------------------------------------------------- check
@@ -173,14 +172,11 @@ def check(pack_ref: str, policy: str, *, k: int = 100, keep: str = "at-least-onc
           ray_address: str | None = None, judge: str | None = None,
           progress: Callable[[int], None] | None = None) -> CheckReport:
     """Run the pass check; write per-task stats into the pack, the kept tasks to `out`, a histogram to `plot`."""
-    from .passcheck import parse_rule
-    from .ledger import RolloutLedger
-
     try:
         rule = parse_rule(keep, k)
     except ValueError as e:
-        raise EnvgenError(str(e)) from None
-    p = packmod.open_pack(pack_ref)
+        raise InputError(str(e)) from None
+    p = open_pack(pack_ref)
     ledger = RolloutLedger(store_url, pack_version=p.manifest.version, policy=policy, seed=seed)
     done = [o for o in ledger.load() if o.error is None]
     sched = Scheduler([t.id for t in p.tasks], rule, workers, done=done)
@@ -260,9 +256,7 @@ def evaluate(pack_ref: str, policies: list[str], *, sample: int = 50, k: int = 4
              pass_threshold: float = PASS_THRESHOLD, ray_address: str | None = None, judge: str | None = None,
              progress: Callable[[int], None] | None = None) -> EvalReport:
     """pass@1..k of each policy on a seeded sample of tasks (the DeepSeek-V3.2 Table-5 check)."""
-    from .ledger import RolloutLedger
-
-    p = packmod.open_pack(pack_ref)
+    p = open_pack(pack_ref)
     ids = sorted(t.id for t in p.tasks)
     chosen = sorted(random.Random(seed).sample(ids, min(sample, len(ids))))
     report = EvalReport(chosen, k)

@@ -1,7 +1,8 @@
 """The `envgen` command line (typer + rich).
 
-Flags > ENVGEN_* environment variables > defaults. Errors a user can cause print one line and exit 2
-(`--debug` shows the traceback). `--json` prints machine-readable output on stdout instead of tables.
+Flags > ENVGEN_* environment variables > defaults. Every envgen error prints one line, its category first
+(`error:` for input a user can fix, exit 2; `service error:`, `sandbox error:`, `build error:`, `judge error:`,
+exit 1; see envgen/errors.py); `--debug` shows the traceback. `--json` prints machine-readable output on stdout instead of tables.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .errors import EnvgenError
+from .errors import EnvgenError, InputError
 
 app = typer.Typer(help="Build, check and run verifiable tool-using RL environments.", no_args_is_help=True,
                   pretty_exceptions_enable=False, add_completion=False)
@@ -120,7 +121,7 @@ def build(
                     "docker" if sandbox in ("docker", "auto") else "local", as_json)
         return
     if category is None:
-        raise EnvgenError(f"envgen build {family} needs --category (see `envgen families`)")
+        raise InputError(f"envgen build {family} needs --category (see `envgen families`)")
     if llm_model or llm_config:
         from .agent import load_llm
 
@@ -137,7 +138,7 @@ def build(
             from .synth_search import synthesize_search
 
             if corpus is None and index is None:
-                raise EnvgenError("envgen build search with a model needs --corpus or --index to mine entities from")
+                raise InputError("envgen build search with a model needs --corpus or --index to mine entities from")
             questions = tasks or 20
             with _progress("search questions", total=questions, enabled=not as_json) as advance:
                 report = synthesize_search(out_dir, llm=pool, corpus=corpus, index=index, questions=questions,
@@ -145,7 +146,7 @@ def build(
                                            config=search_config, store_url=store, workers=workers, sandbox=sandbox,
                                            progress=advance, name=category)
         else:
-            raise EnvgenError(f"--llm-model builds the general and search families, not {family!r}")
+            raise InputError(f"--llm-model builds the general and search families, not {family!r}")
     else:
         from .build import build as run_build
         from .families import default_tasks
@@ -177,7 +178,7 @@ def _build_code(source, out_dir, repo_path, runs, gate, limit, cache_dir, store,
     from .code import build_code
 
     if not source:
-        raise EnvgenError("envgen build code needs --from github:OWNER/REPO, git:PATH or swebench:FILE")
+        raise InputError("envgen build code needs --from github:OWNER/REPO, git:PATH or swebench:FILE")
     paths: Any = None
     if repo_path:
         pairs = [p.split("=", 1) for p in repo_path]
@@ -204,7 +205,8 @@ def validate(
 ):
     """Load a pack, check its content hash, and run the oracle replay + red-team gate on every task."""
     from .build import validate as run_validate
-    from .pack import open_pack, verify_hash
+    from .pack import verify_hash
+    from .resolve import open_pack
 
     p = open_pack(pack)
     verify_hash(p)
@@ -258,7 +260,7 @@ def check(
     Per-task stats go into the pack's tasks; a rerun resumes from the recorded rollouts.
     """
     from .check import check as run_check_cmd
-    from .pack import open_pack
+    from .resolve import open_pack
 
     p = open_pack(pack)
     plot = plot or p.root.parent / f"{p.root.name}-passrates.png"
@@ -330,14 +332,14 @@ def train(
     try:
         from .rl import train as run_train
     except ImportError:
-        raise EnvgenError("envgen train needs the rl extra: pip install torch==2.13.0 'envgen[rl]'") from None
+        raise InputError("envgen train needs the rl extra: pip install torch==2.13.0 'envgen[rl]'") from None
     import yaml
 
     extra = {}
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise EnvgenError(f"--set {item!r}: write KEY=VALUE, e.g. --set learning_rate=1e-6")
+            raise InputError(f"--set {item!r}: write KEY=VALUE, e.g. --set learning_rate=1e-6")
         extra[key.strip()] = yaml.safe_load(value)
     metrics = run_train(pack, model, config, output_dir=str(output_dir), max_steps=max_steps, sandbox=sandbox,
                         max_concurrency=max_concurrency, template=template, **extra)
@@ -386,7 +388,7 @@ def ls(
     from .pack import MANIFEST, load
 
     if not directory.exists():
-        raise EnvgenError(f"{directory}: no such directory")
+        raise InputError(f"{directory}: no such directory")
     roots = [directory] if (directory / MANIFEST).is_file() else sorted(
         p.parent for p in directory.glob(f"*/{MANIFEST}"))
     rows = []
@@ -564,8 +566,9 @@ def main() -> None:
     except EnvgenError as e:
         if _state["debug"]:
             raise
-        err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(2)
+        # one line: the category ("error" for input, "service error", "sandbox error", ...) and the message
+        err.print(f"{e.category}: {e}".replace("\n", " "), markup=False, highlight=False, soft_wrap=True)
+        sys.exit(e.exit_code)
     except KeyboardInterrupt:
         err.print("interrupted", markup=False)
         sys.exit(130)

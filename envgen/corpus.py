@@ -32,7 +32,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .errors import EnvgenError
+from .errors import InputError
 from .paths import bundled
 
 INDEX_SCHEMA = 1
@@ -64,7 +64,7 @@ class Doc:
                     text_field: str = "text") -> Doc:
         text = rec.get(text_field)
         if not isinstance(text, str) or not text.strip():
-            raise EnvgenError(f"{where}: field {text_field!r} is missing or empty (the page text)")
+            raise InputError(f"{where}: field {text_field!r} is missing or empty (the page text)")
         title = rec.get(title_field)
         if not isinstance(title, str) or not title.strip():
             title = text.strip().splitlines()[0][:120]
@@ -73,7 +73,7 @@ class Doc:
             ident = rec.get("url") or "doc-" + hashlib.sha1(text.encode()).hexdigest()[:16]
         links = rec.get("links") or []
         if not isinstance(links, list):
-            raise EnvgenError(f"{where}: field 'links' must be a list of page ids or URLs")
+            raise InputError(f"{where}: field 'links' must be a list of page ids or URLs")
         return cls(id=str(ident).strip(), title=title.strip(), text=text.strip(), url=rec.get("url") or None,
                    lang=rec.get("lang") or None, domain=rec.get("domain") or None,
                    links=[str(x) for x in links], facts=rec.get("facts"))
@@ -221,16 +221,16 @@ def _read_jsonl(path: Path, **fields: str) -> Iterator[Doc]:
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
-                raise EnvgenError(f"{path}:{lineno}: invalid JSON: {e.msg} (column {e.colno})") from None
+                raise InputError(f"{path}:{lineno}: invalid JSON: {e.msg} (column {e.colno})") from None
             if not isinstance(rec, dict):
-                raise EnvgenError(f"{path}:{lineno}: each line must be a JSON object")
+                raise InputError(f"{path}:{lineno}: each line must be a JSON object")
             yield Doc.from_record(rec, f"{path}:{lineno}", **fields)
 
 
 def _read_folder(root: Path) -> Iterator[Doc]:
     files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES | HTML_SUFFIXES)
     if not files:
-        raise EnvgenError(f"{root}: no .txt, .md or .html files to read")
+        raise InputError(f"{root}: no .txt, .md or .html files to read")
     for p in files:
         rel = p.relative_to(root).as_posix()
         raw = p.read_text(encoding="utf-8", errors="replace")
@@ -274,12 +274,12 @@ def read_docs(source: Any, *, split: str = "train", id_field: str = "id", title_
         try:
             ds = datasets.load_dataset(name, config or None, split=split)
         except Exception as e:
-            raise EnvgenError(f"{source}: cannot load the dataset ({type(e).__name__}: {e})") from None
+            raise InputError(f"{source}: cannot load the dataset ({type(e).__name__}: {e})") from None
         it = _read_dataset(ds, **fields)
     else:
         path = Path(source)
         if not path.exists():
-            raise EnvgenError(f"{path}: no such corpus (give a .jsonl file, a folder of text/HTML, or hf:NAME)")
+            raise InputError(f"{path}: no such corpus (give a .jsonl file, a folder of text/HTML, or hf:NAME)")
         if path.is_dir() and ((path / "dataset_info.json").is_file() or (path / "state.json").is_file()
                               or (path / "dataset_dict.json").is_file()):
             import datasets
@@ -287,7 +287,7 @@ def read_docs(source: Any, *, split: str = "train", id_field: str = "id", title_
             ds = datasets.load_from_disk(str(path))
             if isinstance(ds, datasets.DatasetDict):
                 if split not in ds:
-                    raise EnvgenError(f"{path}: no split {split!r}; it has {', '.join(ds)}")
+                    raise InputError(f"{path}: no split {split!r}; it has {', '.join(ds)}")
                 ds = ds[split]
             it = _read_dataset(ds, **fields)
         elif path.is_dir():
@@ -295,7 +295,7 @@ def read_docs(source: Any, *, split: str = "train", id_field: str = "id", title_
         elif path.name.endswith((".jsonl", ".jsonl.gz", ".json", ".ndjson")):
             it = _read_jsonl(path, **fields)
         else:
-            raise EnvgenError(f"{path}: unknown corpus format (use .jsonl, .jsonl.gz, a folder, or hf:NAME)")
+            raise InputError(f"{path}: unknown corpus format (use .jsonl, .jsonl.gz, a folder, or hf:NAME)")
     for n, doc in enumerate(it):
         if limit is not None and n >= limit:
             return
@@ -334,7 +334,7 @@ def check_fts5() -> None:
     try:
         sqlite3.connect(":memory:").execute("CREATE VIRTUAL TABLE t USING fts5(x)")
     except sqlite3.OperationalError:
-        raise EnvgenError(f"this Python's SQLite ({sqlite3.sqlite_version}) has no FTS5; the search index needs "
+        raise InputError(f"this Python's SQLite ({sqlite3.sqlite_version}) has no FTS5; the search index needs "
                           "it (use a Python built against a SQLite with FTS5, as the python.org and distro "
                           "builds are)") from None
 
@@ -363,7 +363,7 @@ def build_index(docs: Iterable[Doc], path: str | os.PathLike, *, detect: bool = 
         rows = []
         for doc in docs:
             if doc.id in seen:
-                raise EnvgenError(f"corpus: page id {doc.id!r} appears twice; ids must be unique")
+                raise InputError(f"corpus: page id {doc.id!r} appears twice; ids must be unique")
             seen.add(doc.id)
             lang = doc.lang or (detect_language(doc.title + "\n" + doc.text) if detect else None)
             url = doc.url if doc.url and doc.url not in urls else None
@@ -380,7 +380,7 @@ def build_index(docs: Iterable[Doc], path: str | os.PathLike, *, detect: bool = 
         if rows:
             con.executemany("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
         if n == 0:
-            raise EnvgenError("corpus: no documents to index")
+            raise InputError("corpus: no documents to index")
         con.execute("INSERT INTO docs_fts(docs_fts) VALUES ('rebuild')")
         con.execute("INSERT INTO docs_fts(docs_fts) VALUES ('optimize')")
         con.execute("CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, docs_fts, row)")
@@ -406,17 +406,17 @@ def open_index(path: str | os.PathLike) -> sqlite3.Connection:
     """A read-only connection to an index built by ``build_index``; a clear error for anything else."""
     p = Path(path)
     if not p.is_file():
-        raise EnvgenError(f"{p}: no search index (build one with `envgen index CORPUS --out {p}`)")
+        raise InputError(f"{p}: no search index (build one with `envgen index CORPUS --out {p}`)")
     con = sqlite3.connect(f"file:{p}?mode=ro", uri=True, check_same_thread=False)
     con.row_factory = sqlite3.Row
     try:
         schema = con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
     except sqlite3.DatabaseError:
         con.close()
-        raise EnvgenError(f"{p}: not a search index (no meta table)") from None
+        raise InputError(f"{p}: not a search index (no meta table)") from None
     if schema is None or int(schema[0]) != INDEX_SCHEMA:
         con.close()
-        raise EnvgenError(f"{p}: index schema {schema and schema[0]} is not {INDEX_SCHEMA}; rebuild it")
+        raise InputError(f"{p}: index schema {schema and schema[0]} is not {INDEX_SCHEMA}; rebuild it")
     return con
 
 

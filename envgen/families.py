@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import os
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Sequence
 
-from .errors import EnvgenError
+from .errors import InputError
 from .pack import Limits, Task, ToolCall
 from .paths import bundled
 
@@ -102,9 +103,9 @@ def get_category(family: str, category: str, root: Path | None = None) -> Catego
         return cats[key]
     fams = sorted({c.family for c in cats.values()})
     if _norm(family) not in fams:
-        raise EnvgenError(f"unknown family {family!r}; available: {', '.join(fams) or 'none'}")
+        raise InputError(f"unknown family {family!r}; available: {', '.join(fams) or 'none'}")
     names = [c.name for c in cats.values() if c.family == _norm(family)]
-    raise EnvgenError(f"unknown category {category!r} in family {family!r}; available: {', '.join(names)}")
+    raise InputError(f"unknown category {category!r} in family {family!r}; available: {', '.join(names)}")
 
 
 _MODULES: dict[Path, ModuleType] = {}
@@ -143,7 +144,7 @@ def load_module(path: Path, name: str) -> ModuleType:
         return _MODULES[path]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise EnvgenError(f"{path}: not an importable Python file")
+        raise InputError(f"{path}: not an importable Python file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look modules up here
     try:
@@ -159,7 +160,7 @@ def load_generator(cat: Category) -> ModuleType:
     module = load_module(cat.path / GENERATOR, f"envgen_categories.{cat.family.replace('-', '_')}."
                                                f"{cat.path.name}")
     if not callable(getattr(module, "generate", None)):
-        raise EnvgenError(f"{cat.path / GENERATOR}: has no generate(workdir, n_tasks, seed) function")
+        raise InputError(f"{cat.path / GENERATOR}: has no generate(workdir, n_tasks, seed) function")
     return module
 
 
@@ -179,8 +180,9 @@ def db_changes(db: str, ignore: Sequence[str] = ()) -> dict[str, Any]:
     return {"db": db, **({"ignore": list(ignore)} if ignore else {})}
 
 
-class ReferenceFailed(EnvgenError):
-    """A reference solution's tool call failed: the candidate task is discarded by its generator."""
+class ReferenceFailed(Exception):
+    """Internal signal, not a user error: a reference solution's tool call failed, so the generator skips
+    the candidate."""
 
 
 class ToolRecorder:
@@ -189,10 +191,15 @@ class ToolRecorder:
     Reference solutions reach the world only through this, so ``calls`` is exactly the trajectory an
     agent would replay, and each result comes back as the agent reads it (JSON text, decoded).
     ``recorder.search_hotels(city="Lyon")`` and ``recorder("search_hotels", city="Lyon")`` are the same.
+    ``db`` runs the calls against that database instead of the module's ``DB`` (its public setting, a path
+    relative to the work dir), e.g. a scratch copy or the index a generator just built.
     """
 
-    def __init__(self, tools: ModuleType):
+    def __init__(self, tools: ModuleType, db: str | os.PathLike | None = None):
         self._tools = tools
+        self._db = None if db is None else os.fspath(db)
+        if self._db is not None and not isinstance(getattr(tools, "DB", None), str):
+            raise TypeError(f"{tools.__name__} has no DB setting to point at {self._db}")
         self.calls: list[ToolCall] = []
 
     def __call__(self, tool: str, **args: Any) -> Any:
@@ -200,10 +207,16 @@ class ToolRecorder:
         if tool.startswith("_") or not callable(fn):
             raise ReferenceFailed(f"reference called an unknown tool {tool!r}")
         args = json.loads(json.dumps(args))  # what crosses the protocol is JSON
+        saved = getattr(self._tools, "DB", None)
         try:
+            if self._db is not None:
+                self._tools.DB = self._db
             result = fn(**args)
         except Exception as e:
             raise ReferenceFailed(f"reference call {tool}({args}) failed: {type(e).__name__}: {e}") from e
+        finally:
+            if self._db is not None:
+                self._tools.DB = saved
         self.calls.append(ToolCall(tool=tool, args=args))
         if result is None or isinstance(result, str):
             return result or ""

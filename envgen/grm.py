@@ -28,15 +28,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .agent import LLMClient, LLMConfig, LLMError, Transcript, Usage
-from .errors import EnvgenError
+from .agent import LLMClient, LLMConfig, Transcript, Usage
+from .agentspec import load_spec
+from .errors import EnvgenError, InputError, JudgeError, LLMError
 from .pack import Task
+from .sandbox import Verdict
 
 Aggregate = Literal["mean", "median"]
-
-
-class JudgeError(EnvgenError):
-    """The judge could not produce a usable grade (unparseable replies, unreachable model)."""
 
 
 class Criterion(BaseModel):
@@ -73,7 +71,7 @@ class Rubric(BaseModel):
     @classmethod
     def from_task(cls, task: Task) -> Rubric:
         if task.verifier.kind != "rubric":
-            raise EnvgenError(f"task {task.id}: verifier kind {task.verifier.kind!r} has no rubric")
+            raise InputError(f"task {task.id}: verifier kind {task.verifier.kind!r} has no rubric")
         args = dict(task.verifier.args)
         if not args.get("question"):
             args["question"] = "\n\n".join(m.content for m in task.prompt if m.role == "user")
@@ -81,7 +79,7 @@ class Rubric(BaseModel):
             return cls.model_validate(args)
         except ValidationError as e:
             err = e.errors()[0]
-            raise EnvgenError(f"task {task.id}: rubric: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+            raise InputError(f"task {task.id}: rubric: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
 
     def score(self, criteria: dict[str, float], pitfalls: dict[str, bool]) -> float:
         """One judgement's score: weighted criteria minus penalties of the pitfalls hit, clamped to [0, 1]."""
@@ -244,15 +242,13 @@ class RubricJudge:
                  aggregate: Aggregate = "mean", instructions: str | None = None,
                  transcript_dir: str | Path | None = None):
         if votes < 1 or max_attempts < 1:
-            raise EnvgenError(f"votes and max_attempts must be at least 1 (got {votes}, {max_attempts})")
+            raise InputError(f"votes and max_attempts must be at least 1 (got {votes}, {max_attempts})")
         if aggregate not in ("mean", "median"):
-            raise EnvgenError(f"unknown aggregate {aggregate!r}; use mean or median")
+            raise InputError(f"unknown aggregate {aggregate!r}; use mean or median")
         self.llm = llm if isinstance(llm, LLMClient) else LLMClient(llm)
         self.votes, self.max_attempts, self.aggregate = votes, max_attempts, aggregate
         if instructions is None:
             try:
-                from .agentspec import load_spec
-
                 instructions = load_spec("rubric-judge").instructions
             except EnvgenError:
                 instructions = DEFAULT_INSTRUCTIONS
@@ -322,7 +318,7 @@ def make_judge(spec: str) -> RubricJudge:
     try:
         cfg = LLMConfig(name="judge", model=model, **opts)
     except Exception as e:
-        raise EnvgenError(f"judge {spec!r}: {e}".splitlines()[0]) from None
+        raise InputError(f"judge {spec!r}: {e}".splitlines()[0]) from None
     return RubricJudge(cfg, **judge_opts)
 
 
@@ -338,8 +334,6 @@ class JudgedSandbox:
         self.inner, self.judge = inner, judge
 
     def verify(self, task: Task, answer: str, calls: list[dict[str, Any]]):
-        from .sandbox import Verdict
-
         verdict = self.inner.verify(task, answer, calls)
         if task.verifier.kind != "rubric" or verdict.details.get("error"):
             return verdict

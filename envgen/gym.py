@@ -39,7 +39,12 @@ from gymnasium.vector.utils import (
     write_to_shared_memory,
 )
 
-from .errors import EnvgenError
+from .actions import PARSE_FORMATS, canonical_format, parse_action
+from .episode import Episode
+from .errors import ActionError, InputError
+from .grm import JudgedSandbox, make_judge
+from .resolve import open_pack
+from .sandbox import BACKENDS, open_sandbox
 
 ENV_ID = "envgen/Pack-v0"
 DEFAULT_MAX_TEXT = 1 << 18
@@ -51,6 +56,7 @@ DEFAULT_SYSTEM_PROMPT = (
     "information and act; you may call several in one message. When you are done, reply with your "
     "final answer and no tool call: that message ends the episode."
 )
+
 INVALID_CODES = frozenset({"unknown_tool", "bad_arguments"})
 """Tool-call failures that are the action's fault (counted as invalid_actions, not tool_errors)."""
 
@@ -263,22 +269,18 @@ class PackEnv(gymnasium.Env[str, Any]):
                  task_ids: list[str] | None = None, max_text: int = DEFAULT_MAX_TEXT,
                  sandbox_options: dict[str, Any] | None = None, system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
                  render_mode: str | None = None, judge: Any = None):
-        from .actions import PARSE_FORMATS, canonical_format
-        from .pack import open_pack
-        from .sandbox import BACKENDS
-
         self.pack = open_pack(pack)
         canonical_format(tool_format, PARSE_FORMATS)
         if sandbox not in BACKENDS:
-            raise EnvgenError(f"unknown sandbox backend {sandbox!r}; use one of {', '.join(BACKENDS)}")
+            raise InputError(f"unknown sandbox backend {sandbox!r}; use one of {', '.join(BACKENDS)}")
         if render_mode not in (None, *self.metadata["render_modes"]):
-            raise EnvgenError(f"unknown render_mode {render_mode!r}; use None or 'ansi'")
+            raise InputError(f"unknown render_mode {render_mode!r}; use None or 'ansi'")
         if int(max_text) < MIN_MAX_TEXT:
-            raise EnvgenError(f"max_text must be at least {MIN_MAX_TEXT}, got {max_text}")
+            raise InputError(f"max_text must be at least {MIN_MAX_TEXT}, got {max_text}")
         limits = self.pack.manifest.limits
         self.max_turns = int(max_turns) if max_turns is not None else limits.max_turns
         if self.max_turns < 1:
-            raise EnvgenError(f"max_turns must be at least 1, got {max_turns}")
+            raise InputError(f"max_turns must be at least 1, got {max_turns}")
         if task_ids is None:
             task_ids = [t.id for t in self.pack.tasks]
         else:
@@ -286,7 +288,7 @@ class PackEnv(gymnasium.Env[str, Any]):
             for tid in task_ids:
                 self.pack.task(tid)  # raises PackError naming the unknown id
         if not task_ids:
-            raise EnvgenError(f"pack {self.pack.manifest.name!r} ({self.pack.root}) has no tasks to run")
+            raise InputError(f"pack {self.pack.manifest.name!r} ({self.pack.root}) has no tasks to run")
         self.task_ids = task_ids
         self.tool_format = tool_format
         self.backend = sandbox
@@ -299,8 +301,6 @@ class PackEnv(gymnasium.Env[str, Any]):
         self.action_space = TextSpace(self.max_text, accept_messages=True)
 
         if isinstance(judge, str):
-            from .grm import make_judge
-
             judge = make_judge(judge)
         self.judge = judge
         self._sandbox = None
@@ -324,12 +324,8 @@ class PackEnv(gymnasium.Env[str, Any]):
         """The sandbox, started on first use: AsyncVectorEnv builds a throwaway env in the parent process
         just to read the spaces, and that one should not start a runtime."""
         if self._sandbox is None:
-            from .sandbox import open_sandbox
-
             self._sandbox = open_sandbox(self.pack, self.backend, **self.sandbox_options)
             if self.judge is not None:
-                from .grm import JudgedSandbox
-
                 self._sandbox = JudgedSandbox(self._sandbox, self.judge)
         return self._sandbox
 
@@ -344,13 +340,11 @@ class PackEnv(gymnasium.Env[str, Any]):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Start an episode: ``options={"task_id": ID}`` picks the task, else a seeded draw from task_ids."""
-        from .episode import Episode
-
         super().reset(seed=seed)
         options = dict(options or {})
         unknown = set(options) - {"task_id"}
         if unknown:
-            raise EnvgenError(f"unknown reset option(s) {sorted(unknown)}; PackEnv.reset takes options={{'task_id': ID}}")
+            raise InputError(f"unknown reset option(s) {sorted(unknown)}; PackEnv.reset takes options={{'task_id': ID}}")
         task_id = options.get("task_id")
         if task_id is None:
             task_id = self.task_ids[int(self.np_random.integers(len(self.task_ids)))]
@@ -369,8 +363,6 @@ class PackEnv(gymnasium.Env[str, Any]):
         return clip(obs, self.max_text), self._info()
 
     def step(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
-        from .actions import ActionError, parse_action
-
         if self._episode is None or self._done:
             raise gym_error.ResetNeeded("call reset() before step(): the episode is over or has not started")
         c = self._counters

@@ -46,7 +46,7 @@ from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import validate_repo_id
 from huggingface_hub.utils.sha import git_hash, sha_fileobj
 
-from .errors import EnvgenError, PackError
+from .errors import HubError, InputError, PackError
 from .pack import (CARD, ENV, HIDDEN, MANIFEST, TASKS, Pack, Task, _files, _swap_into_place, load, task_stats,
                    verify_hash)
 
@@ -108,11 +108,11 @@ def parse_ref(ref: str) -> tuple[str, str | None]:
         text = text.removeprefix("datasets/")
     m = _REF.fullmatch(text)
     if not m:
-        raise EnvgenError(f"bad Hub reference {ref!r}: expected ORG/NAME or ORG/NAME@REVISION")
+        raise InputError(f"bad Hub reference {ref!r}: expected ORG/NAME or ORG/NAME@REVISION")
     try:
         validate_repo_id(m["repo"])
     except HFValidationError as e:
-        raise EnvgenError(f"bad Hub reference {ref!r}: {str(e).splitlines()[0]}") from None
+        raise InputError(f"bad Hub reference {ref!r}: {str(e).splitlines()[0]}") from None
     return m["repo"], m["rev"]
 
 
@@ -133,28 +133,28 @@ def _network_errors() -> tuple[type[BaseException], ...]:
 
 @contextmanager
 def _hub_errors(repo: str, endpoint: str, revision: str | None = None) -> Iterator[None]:
-    """Turn the client's exceptions for things a user can fix into one-line EnvgenErrors."""
+    """Turn the client's exceptions for things a user can fix into one-line errors: InputError for what a user can fix, HubError for the Hub."""
     try:
         yield
     except GatedRepoError as e:
-        raise EnvgenError(f"{repo}: gated dataset; accept its conditions at {endpoint}/datasets/{repo} "
+        raise InputError(f"{repo}: gated dataset; accept its conditions at {endpoint}/datasets/{repo} "
                           "and set HF_TOKEN") from e
     except RepositoryNotFoundError as e:
-        raise EnvgenError(f"{repo}: no such dataset repository on {endpoint} "
+        raise InputError(f"{repo}: no such dataset repository on {endpoint} "
                           "(or it is private and the token cannot read it; set HF_TOKEN)") from e
     except RevisionNotFoundError as e:
-        raise EnvgenError(f"{repo}: no revision {revision!r} (give a branch, a tag or a full commit sha)") from e
+        raise InputError(f"{repo}: no revision {revision!r} (give a branch, a tag or a full commit sha)") from e
     except HfHubHTTPError as e:
         status = e.response.status_code if e.response is not None else None
         if status in (401, 403):
-            raise EnvgenError(f"{repo}: the Hub refused the token (HTTP {status}); set HF_TOKEN to a token "
+            raise InputError(f"{repo}: the Hub refused the token (HTTP {status}); set HF_TOKEN to a token "
                               f"with write access to {repo.split('/')[0]}") from e
         if status == 412:
-            raise EnvgenError(f"{repo}: {revision} moved while publishing; run publish again") from e
-        raise EnvgenError(f"{repo}: the Hub answered HTTP {status}: {str(e).splitlines()[0]}") from e
+            raise HubError(f"{repo}: {revision} moved while publishing; run publish again") from e
+        raise HubError(f"{repo}: the Hub answered HTTP {status}: {str(e).splitlines()[0]}") from e
     except _network_errors() as e:
         cause = type(e.__cause__ or e).__name__  # snapshot_download wraps the connection error it met
-        raise EnvgenError(f"cannot reach the Hub at {endpoint} ({cause}); check the network, HF_ENDPOINT and "
+        raise HubError(f"cannot reach the Hub at {endpoint} ({cause}); check the network, HF_ENDPOINT and "
                           "HF_HUB_OFFLINE") from e
 
 
@@ -383,7 +383,7 @@ def _write_dry_run(pack: Pack, folder: Path, repo: str, license: str | None) -> 
     folder = folder.resolve()
     previous = (folder / MANIFEST).is_file() and (folder / DATA_FILE).is_file()
     if folder.exists() and (not folder.is_dir() or (any(folder.iterdir()) and not previous)):
-        raise EnvgenError(f"{folder}: exists and is not an envgen publish folder; give a new or empty directory")
+        raise InputError(f"{folder}: exists and is not an envgen publish folder; give a new or empty directory")
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
@@ -433,13 +433,13 @@ def publish(pack: Pack | str | os.PathLike, repo: str, *, private: bool = False,
     """
     repo_id, rev_in_repo = parse_ref(repo)
     if rev_in_repo:
-        raise EnvgenError(f"--repo takes ORG/NAME, got {repo!r}; give the branch with --revision")
+        raise InputError(f"--repo takes ORG/NAME, got {repo!r}; give the branch with --revision")
     branch = revision or hf_constants.DEFAULT_REVISION
     if _COMMIT_SHA.fullmatch(branch):
-        raise EnvgenError(f"--revision names the branch to publish to, not a commit ({branch})")
+        raise InputError(f"--revision names the branch to publish to, not a commit ({branch})")
     disk = _saved_pack(pack if isinstance(pack, Pack) else load(pack))
     if not disk.tasks:
-        raise EnvgenError(f"{disk.root}: the pack has no tasks; there is nothing to publish")
+        raise InputError(f"{disk.root}: the pack has no tasks; there is nothing to publish")
     version = disk.manifest.version
     if dry_run is not None:
         folder = Path(dry_run).resolve()
@@ -448,7 +448,7 @@ def publish(pack: Pack | str | os.PathLike, repo: str, *, private: bool = False,
 
     token = token or get_token()
     if not token:
-        raise EnvgenError("publishing needs a Hugging Face token with write access: set HF_TOKEN "
+        raise InputError("publishing needs a Hugging Face token with write access: set HF_TOKEN "
                           "(or run `hf auth login`)")
     ep = _endpoint(endpoint)
     api = HfApi(endpoint=ep, token=token)

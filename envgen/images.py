@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .errors import EnvgenError
+from .docker_engine import engine
+from .errors import BuildError, InputError
 from .pack import Pack, save
 from .paths import bundled
 
@@ -96,8 +97,6 @@ def _digest(obj) -> str:
 def docker_client(client=None):
     if client is not None:
         return client
-    from .sandbox.docker import engine
-
     return engine()
 
 
@@ -140,7 +139,7 @@ def build_lock(name: str):
 
 def docker_build(client, context: bytes, tag: str, *, dockerfile: str = "Dockerfile", buildargs=None,
                   labels=None, log: Log) -> str:
-    """Build a context tar with the docker SDK; return the image id. Raises EnvgenError with the build's tail."""
+    """Build a context tar with the docker SDK; return the image id. Raises BuildError with the build's tail."""
     import docker
 
     tail: list[str] = []
@@ -156,9 +155,9 @@ def docker_build(client, context: bytes, tag: str, *, dockerfile: str = "Dockerf
                             log(f"  {line}")
             if "error" in chunk:
                 detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]
-                raise EnvgenError(f"building {tag} failed: {detail.strip()} (last output: {' | '.join(tail[-3:])})")
+                raise BuildError(f"building {tag} failed: {detail.strip()} (last output: {' | '.join(tail[-3:])})")
     except docker.errors.APIError as e:
-        raise EnvgenError(f"building {tag} failed: {e.explanation or e}") from None
+        raise BuildError(f"building {tag} failed: {e.explanation or e}") from None
     return client.images.get(tag).id
 
 
@@ -183,7 +182,7 @@ class BuildContext:
             if any(part in ("__pycache__", ".git") for part in rel.parts) or rel.as_posix() in skip:
                 continue
             if p.is_symlink():
-                raise EnvgenError(f"{p}: symlinks cannot go into a sandbox image; copy the file instead")
+                raise InputError(f"{p}: symlinks cannot go into a sandbox image; copy the file instead")
             if p.is_file():
                 mode = 0o755 if os.access(p, os.X_OK) else 0o644
                 self.add_bytes(f"{prefix}{rel.as_posix()}", p.read_bytes(), mode)
@@ -198,7 +197,7 @@ class BuildContext:
 
 def _suite(suite: str) -> Suite:
     if suite not in SUITES:
-        raise EnvgenError(f"unknown suite {suite!r}; envgen builds {', '.join(SUITES)}")
+        raise InputError(f"unknown suite {suite!r}; envgen builds {', '.join(SUITES)}")
     return SUITES[suite]
 
 
@@ -206,7 +205,7 @@ def _toolchains(toolchains: Iterable[str]) -> tuple[str, ...]:
     tcs = tuple(sorted(set(toolchains)))
     bad = [t for t in tcs if t not in TOOLCHAINS]
     if bad:
-        raise EnvgenError(f"unknown toolchain {bad[0]!r}; choose from {', '.join(TOOLCHAINS)}")
+        raise InputError(f"unknown toolchain {bad[0]!r}; choose from {', '.join(TOOLCHAINS)}")
     return tcs
 
 
@@ -261,10 +260,10 @@ def _apt_install(pkgs: Iterable[str]) -> str:
 
 def _debootstrap_import(client, suite: Suite, tag: str, log: Log) -> None:
     if shutil.which("debootstrap") is None:
-        raise EnvgenError("building a base image needs debootstrap: apt-get install debootstrap "
+        raise InputError("building a base image needs debootstrap: apt-get install debootstrap "
                           "(or run .ci/setup-docker.sh)")
     if os.geteuid() != 0:
-        raise EnvgenError("building a base image runs debootstrap, which needs root; run `envgen image base` as root")
+        raise InputError("building a base image runs debootstrap, which needs root; run `envgen image base` as root")
     debs = cache_dir() / "debootstrap" / suite.name
     debs.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"envgen-base-{suite.name}-", dir=os.environ.get("ENVGEN_BUILD_TMP")))
@@ -276,7 +275,7 @@ def _debootstrap_import(client, suite: Suite, tag: str, log: Log) -> None:
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode != 0:
             lines = (out.stdout + out.stderr).strip().splitlines()
-            raise EnvgenError(f"debootstrap {suite.name} failed: {' | '.join(lines[-3:]) or 'no output'}")
+            raise BuildError(f"debootstrap {suite.name} failed: {' | '.join(lines[-3:]) or 'no output'}")
         _install_ca(root)
         for junk in ("var/cache/apt", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/info"):
             p = root / junk
@@ -287,7 +286,7 @@ def _debootstrap_import(client, suite: Suite, tag: str, log: Log) -> None:
         out = subprocess.run(["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-cf", str(tar), "."],
                              capture_output=True, text=True)
         if out.returncode != 0:
-            raise EnvgenError(f"packing the {suite.name} root file system failed: {out.stderr.strip()[-300:]}")
+            raise BuildError(f"packing the {suite.name} root file system failed: {out.stderr.strip()[-300:]}")
         log(f"docker import {tag} ({tar.stat().st_size >> 20} MiB)")
         repo, _, version = tag.rpartition(":")
         env = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"]
@@ -297,7 +296,7 @@ def _debootstrap_import(client, suite: Suite, tag: str, log: Log) -> None:
             f"LABEL envgen.suite={suite.name}", f"LABEL envgen.python={suite.python}"]
         client.api.import_image_from_file(str(tar), repository=repo, tag=version, changes=changes)
         if not image_exists(client, tag):
-            raise EnvgenError(f"docker import of {tag} did not produce the image")
+            raise BuildError(f"docker import of {tag} did not produce the image")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -329,7 +328,7 @@ def parse_base(base: str) -> tuple[str, tuple[str, ...]]:
     name = base.split(":", 1)[1] if ":" in base else base
     suite, *tcs = name.split("+")
     if base.count(":") > 1 or (":" in base and base.split(":", 1)[0] != _suite(suite).distro):
-        raise EnvgenError(f"image base {base!r}: expected DISTRO:SUITE[+TOOLCHAIN...], e.g. debian:bookworm+node")
+        raise InputError(f"image base {base!r}: expected DISTRO:SUITE[+TOOLCHAIN...], e.g. debian:bookworm+node")
     return _suite(suite).name, _toolchains(tcs)
 
 
@@ -378,12 +377,12 @@ def _pack_context(pack: Pack, family_tag: str) -> tuple[bytes, str, str]:
     rel = pack.manifest.image.dockerfile
     src = (pack.root / rel) if rel else env / "Dockerfile"
     if rel and not src.is_file():
-        raise EnvgenError(f"{pack.root / 'pack.json'}: image.dockerfile {rel!r} does not exist")
+        raise InputError(f"{pack.root / 'pack.json'}: image.dockerfile {rel!r} does not exist")
     if src.is_file():
         text = src.read_text(encoding="utf-8")
         stages = _FROM.findall(text)
         if not stages or stages[-1] not in ("${ENVGEN_BASE}", "$ENVGEN_BASE"):
-            raise EnvgenError(f"{src}: the final stage must be `FROM ${{ENVGEN_BASE}}` (after `ARG ENVGEN_BASE`), "
+            raise InputError(f"{src}: the final stage must be `FROM ${{ENVGEN_BASE}}` (after `ARG ENVGEN_BASE`), "
                               "the family image envgen builds with the runtime in it")
         if not re.search(r"^\s*ARG\s+ENVGEN_BASE", text, re.I | re.M):
             text = "ARG ENVGEN_BASE\n" + text
@@ -411,7 +410,7 @@ def pack_image_tag(pack: Pack) -> str:
     It changes with env/, the pack's Dockerfile, the runtime and verifier kit, and the base recipe, so a
     sandbox never runs an image built from other files (a stale tag in pack.json just means a build)."""
     if pack.root is None:
-        raise EnvgenError(f"pack {pack.manifest.name!r} has no directory; save it before building its image")
+        raise InputError(f"pack {pack.manifest.name!r} has no directory; save it before building its image")
     suite, tcs = parse_base(pack.manifest.image.base)
     fam = family_tag(pack.manifest.family, base_tag(suite, tcs))
     return f"{PACK_REPO}:{_slug(pack.manifest.name)}-{_pack_context(pack, fam)[1][:12]}"
@@ -420,7 +419,7 @@ def pack_image_tag(pack: Pack) -> str:
 def ensure_pack_image(pack: Pack, *, client=None, log: Log = print) -> tuple[str, str]:
     """Build (or reuse) the pack's image without touching the pack on disk; return (tag, image id)."""
     if pack.root is None:
-        raise EnvgenError(f"pack {pack.manifest.name!r} has no directory; save it before building its image")
+        raise InputError(f"pack {pack.manifest.name!r} has no directory; save it before building its image")
     client = docker_client(client)
     suite, tcs = parse_base(pack.manifest.image.base)
     base = build_base(suite, tcs, client=client, log=log)

@@ -443,18 +443,3 @@ def card(manifest: Manifest, tasks: list[Task]) -> str:
         "## Use\n\n```python\nimport gymnasium as gym, envgen\n"
         f'env = gym.make("envgen/Pack-v0", pack="PATH_TO_THIS_PACK")\n```\n'
     )
-
-
-HUB_PREFIX = "hf://"
-
-
-def open_pack(ref: str | os.PathLike | Pack) -> Pack:
-    """A loaded pack from a Pack, a directory path, or ``hf://ORG/NAME[@REVISION]`` (pulled from the Hub)."""
-    if isinstance(ref, Pack):
-        return ref
-    text = os.fspath(ref)
-    if text.startswith(HUB_PREFIX):
-        from .hub import pull
-
-        return pull(text[len(HUB_PREFIX):])
-    return load(text)

@@ -10,49 +10,16 @@ from __future__ import annotations
 import os
 import threading
 import time
-from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .actions import RENDER_FORMATS, render_action
-from .errors import EnvgenError
+from .agent import messages_for_request
+from .errors import InputError, LLMError
 from .gym import format_messages
-
-
-class Policy(ABC):
-    """Chooses the assistant's next message."""
-
-    name = "policy"
-    tokens = 0
-    """Tokens spent since the last ``begin`` (model policies count them; others spend none)."""
-
-    def bind(self, env: Any) -> None:
-        """Called by ``rollout`` before an episode with the env it will act in (unwrapped inside)."""
-
-    def begin(self, seed: int | None) -> None:
-        """Called by ``rollout`` at the start of each episode: sampling policies seed themselves here."""
-        self.tokens = 0
-
-    @abstractmethod
-    def act(self, observation: str, info: dict[str, Any]) -> str | dict[str, Any]:
-        """The next assistant message: OpenAI JSON (a dict) or raw model text."""
-
-    def act_batch(self, observations: Any, infos: dict[str, Any]) -> tuple[Any, ...]:
-        """Actions for a vector env's batch: each sub-env's info is sliced out of the batched ``infos``."""
-        return tuple(self.act(obs, unbatch_info(infos, i)) for i, obs in enumerate(observations))
-
-
-def unbatch_info(infos: dict[str, Any], i: int) -> dict[str, Any]:
-    """Sub-env ``i``'s info from a Gymnasium vector env's batched info (keys whose ``_key`` mask is set)."""
-    out = {}
-    for key, value in infos.items():
-        if key.startswith("_"):
-            continue
-        mask = infos.get("_" + key)
-        if mask is not None and not mask[i]:
-            continue
-        out[key] = unbatch_info(value, i) if isinstance(value, dict) else value[i]
-    return out
+from .policy_base import Policy, unbatch_info  # noqa: F401  (unbatch_info: re-exported)
+from .policy_hf import HFPolicy
+from .resolve import open_pack
 
 
 class OraclePolicy(Policy):
@@ -67,12 +34,10 @@ class OraclePolicy(Policy):
 
     def __init__(self, pack: Any = None, tool_format: str = "openai"):
         if tool_format not in RENDER_FORMATS:
-            raise EnvgenError(f"unknown tool_format {tool_format!r} for the oracle; use one of {', '.join(RENDER_FORMATS)}")
+            raise InputError(f"unknown tool_format {tool_format!r} for the oracle; use one of {', '.join(RENDER_FORMATS)}")
         self.tool_format = tool_format
         self.pack = None
         if pack is not None:
-            from .pack import open_pack
-
             self.pack = open_pack(pack)
 
     def bind(self, env: Any) -> None:
@@ -81,7 +46,7 @@ class OraclePolicy(Policy):
 
     def act(self, observation: str, info: dict[str, Any]) -> str | dict[str, Any]:
         if self.pack is None:
-            raise EnvgenError("the oracle policy has no pack: pass OraclePolicy(pack) or run it with rollout(env, policy)")
+            raise InputError("the oracle policy has no pack: pass OraclePolicy(pack) or run it with rollout(env, policy)")
         ref = self.pack.task(info["task_id"]).reference
         k = int(info["turns"])
         if k < len(ref.calls):
@@ -120,7 +85,7 @@ class OpenAIPolicy(Policy):
         from openai import OpenAI
 
         if not model:
-            raise EnvgenError("openai policy needs a model: openai:MODEL")
+            raise InputError("openai policy needs a model: openai:MODEL")
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         self.model, self.temperature, self.top_p, self.top_k, self.max_tokens = model, temperature, top_p, top_k, max_tokens
         self.client = OpenAI(base_url=base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
@@ -137,7 +102,6 @@ class OpenAIPolicy(Policy):
     def act(self, observation: str, info: dict[str, Any]) -> dict[str, Any]:
         import openai
 
-        from .agent import messages_for_request
 
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages_for_request(info["messages"]),
                                   "temperature": self.temperature}
@@ -155,11 +119,11 @@ class OpenAIPolicy(Policy):
             with self._sem:
                 resp = self.client.chat.completions.create(**kwargs)
         except openai.APIError as e:
-            raise EnvgenError(f"policy openai:{self.model}: {type(e).__name__}: {e}") from None
+            raise LLMError(f"policy openai:{self.model}: {type(e).__name__}: {e}") from None
         if resp.usage is not None:
             self.tokens += resp.usage.total_tokens or 0
         if not resp.choices:
-            raise EnvgenError(f"policy openai:{self.model}: the endpoint returned no choices")
+            raise LLMError(f"policy openai:{self.model}: the endpoint returned no choices")
         msg = resp.choices[0].message.model_dump(exclude_none=True)
         reasoning = msg.get("reasoning_content") or (msg.get("model_extra") or {}).get("reasoning_content")
         action: dict[str, Any] = {"content": msg.get("content") or "", "tool_calls": msg.get("tool_calls") or []}
@@ -180,7 +144,7 @@ def _parse_query(spec: str, query: str) -> dict[str, Any]:
         try:
             out[key] = float(value) if key in _FLOATS else int(value) if key in _INTS else value
         except ValueError:
-            raise EnvgenError(f"policy {spec!r}: {key}={value!r} is not a number") from None
+            raise InputError(f"policy {spec!r}: {key}={value!r} is not a number") from None
     return out
 
 
@@ -198,12 +162,10 @@ def make_policy(spec: str) -> Policy:
         try:
             if kind == "openai":
                 return OpenAIPolicy(target, **opts)
-            from .policy_hf import HFPolicy
-
             return HFPolicy(target, **opts)
         except TypeError as e:
-            raise EnvgenError(f"policy {spec!r}: {e}") from None
-    raise EnvgenError(f"unknown policy {spec!r}; known: oracle, oracle:FORMAT (FORMAT one of "
+            raise InputError(f"policy {spec!r}: {e}") from None
+    raise InputError(f"unknown policy {spec!r}; known: oracle, oracle:FORMAT (FORMAT one of "
                       f"{', '.join(RENDER_FORMATS)}), null, openai:MODEL?opts, hf:PATH?opts")
 
 

@@ -15,8 +15,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import EnvgenError
-from .policy import Policy
+from .agent import messages_for_request
+from .errors import EnvgenError, InputError
+from .policy_base import Policy
 
 
 @dataclass(frozen=True)
@@ -46,12 +47,12 @@ class _Batcher:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError:
-            raise EnvgenError("hf: policies need the rl extra: pip install 'envgen[rl]'") from None
+            raise InputError("hf: policies need the rl extra: pip install 'envgen[rl]'") from None
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(path)
             self.model = AutoModelForCausalLM.from_pretrained(path).to(device).eval()
         except OSError as e:
-            raise EnvgenError(f"hf:{path}: cannot load the checkpoint: {e}") from None
+            raise InputError(f"hf:{path}: cannot load the checkpoint: {e}") from None
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -131,7 +132,7 @@ class HFPolicy(Policy):
     def __init__(self, path: str, *, temperature: float = 1.0, top_p: float | None = None, top_k: int | None = None,
                  max_tokens: int = 512, batch: int = 8, device: str = "cpu", wait_ms: float = 5.0):
         if not path:
-            raise EnvgenError("hf policy needs a checkpoint path: hf:PATH")
+            raise InputError("hf policy needs a checkpoint path: hf:PATH")
         self.batcher = _Batcher.get(path, device, batch, wait_ms)
         self.sampling = _Sampling(temperature, top_p, top_k, max_tokens)
         self._seed: int | None = None
@@ -141,14 +142,12 @@ class HFPolicy(Policy):
         self._seed = seed
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
-        from .agent import messages_for_request
-
         tok = self.batcher.tokenizer
         try:
             prompt = tok.apply_chat_template(messages_for_request(info["messages"]), tools=info.get("tools") or None,
                                              add_generation_prompt=True, tokenize=False)
         except Exception as e:
-            raise EnvgenError(f"hf policy: the tokenizer's chat template failed: {type(e).__name__}: {e}") from None
+            raise InputError(f"hf policy: the tokenizer's chat template failed: {type(e).__name__}: {e}") from None
         seed = None if self._seed is None else (self._seed * 1009 + int(info.get("turns", 0))) % (2**31)
         text, n_in, n_out = self.batcher.generate(prompt, self.sampling, seed)
         self.tokens += n_in + n_out

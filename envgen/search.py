@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from .errors import EnvgenError
+from .errors import InputError, SearchUnavailable
 
 
 @dataclass(frozen=True)
@@ -25,10 +25,6 @@ class SearchResult:
 
     def to_dict(self) -> dict[str, str]:
         return asdict(self)
-
-
-class SearchUnavailable(EnvgenError):
-    """The backend cannot search (offline, missing extra, provider error); the message is for the agent."""
 
 
 class SearchBackend(ABC):
@@ -81,15 +77,15 @@ def backends() -> list[str]:
 
 
 def get_backend(backend: str | SearchBackend, **options: Any) -> SearchBackend:
-    """A backend instance by name (or the instance itself); unknown names list the known ones."""
+    """A backend instance by name (or the instance itself); unknown names list the known ones.
+
+    ``local`` (the search family's FTS5 index) is registered by ``envgen.search_backends`` when imported."""
     if isinstance(backend, SearchBackend):
         return backend
-    if backend not in _BACKENDS:
-        from . import search_backends  # noqa: F401  (registers "local", the search family's FTS5 index)
     try:
         factory = _BACKENDS[backend]
     except KeyError:
-        raise EnvgenError(f"unknown search backend {backend!r}; available: {', '.join(backends())}") from None
+        raise InputError(f"unknown search backend {backend!r}; available: {', '.join(backends())}") from None
     return factory(**options)
 
 

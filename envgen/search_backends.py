@@ -27,10 +27,10 @@ from sqlalchemy import JSON, DateTime, Integer, String, Text, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from .corpus import html_to_text, open_index
-from .errors import EnvgenError
+from .errors import InputError, SearchUnavailable
 from .families import load_module
 from .paths import bundled
-from .search import SearchBackend, SearchResult, SearchUnavailable, WebSearch, register_backend
+from .search import SearchBackend, SearchResult, WebSearch, register_backend
 from .store import Base, Store
 
 CacheMode = Literal["auto", "record", "replay"]
@@ -70,7 +70,7 @@ class LocalBackend(PageBackend):
 
     def __init__(self, index: str | os.PathLike | None = None):
         if index is None:
-            raise EnvgenError("the local search backend needs an index: build one with `envgen index CORPUS --out "
+            raise InputError("the local search backend needs an index: build one with `envgen index CORPUS --out "
                               "FILE` and pass it (--index FILE)")
         self.path = Path(index).resolve()
         open_index(self.path).close()  # validates: exists, is an index of this schema
@@ -259,7 +259,7 @@ class CachedBackend(PageBackend):
 
     def __init__(self, inner: PageBackend, cache: SearchCache, mode: CacheMode = "auto"):
         if mode not in ("auto", "record", "replay"):
-            raise EnvgenError(f"unknown search cache mode {mode!r}; use auto, record or replay")
+            raise InputError(f"unknown search cache mode {mode!r}; use auto, record or replay")
         self.inner, self.cache, self.mode = inner, cache, mode
         self.hits = self.misses = 0
 
@@ -308,7 +308,7 @@ def page_backend(kind: str = "local", *, index: str | os.PathLike | None = None,
     elif kind == "web":
         backend = WebBackend(**options)
     else:
-        raise EnvgenError(f"unknown page backend {kind!r}; the search family reads pages from 'local' or 'web'")
+        raise InputError(f"unknown page backend {kind!r}; the search family reads pages from 'local' or 'web'")
     return CachedBackend(backend, cache, cache_mode) if cache is not None else backend
 
 

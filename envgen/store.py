@@ -47,7 +47,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
-from .errors import EnvgenError
+from .errors import InputError
 
 
 def _now() -> datetime:
@@ -212,7 +212,7 @@ def engine_for(url: str | os.PathLike | None = None) -> Engine:
                 pass
         except Exception as e:
             shown = resolved.split("@")[-1]
-            raise EnvgenError(f"cannot open the state store {shown}: {type(e).__name__}: {e}") from None
+            raise InputError(f"cannot open the state store {shown}: {type(e).__name__}: {e}") from None
         _ENGINES[(os.getpid(), resolved)] = engine
     return engine
 

@@ -45,7 +45,6 @@ from .agent import (
     FunctionTools,
     LLMClient,
     LLMConfig,
-    LLMError,
     LLMPool,
     SandboxTools,
     ToolOutput,
@@ -57,13 +56,14 @@ from .agent import (
 from .agentspec import AgentSpec, load_spec
 from .build import BuildReport, check_out, not_applicable, reason_key, record_and_gate, record_expectation
 from .episode import replay
-from .errors import EnvgenError, SandboxError
+from .errors import EnvgenError, InputError, LLMError, SandboxError, SynthesisError
 from .families import db_changes
 from .pack import Limits, Manifest, Pack, Provenance, Task, ToolCall, ToolSchema, save
 from .paths import bundled
 from .redteam import gate
 from .sandbox import Sandbox, open_sandbox
 from .search import SearchBackend, SearchTool, get_backend
+from .search_backends import LocalBackend  # noqa: F401  (importing it registers the "local" backend)
 from .store import Store, cache_dir
 
 GENERATOR = "envgen.synth_general/1"
@@ -95,10 +95,6 @@ PROBES_EXPLAINED = {
 Progress = Callable[[int], Any]
 
 
-class SynthesisError(EnvgenError):
-    """The pipeline cannot go on (an endpoint down, an agent that never produced a usable env)."""
-
-
 @dataclass
 class SynthReport(BuildReport):
     """A BuildReport (same summary keys as the offline build) plus the LLM pipeline's own counts."""
@@ -124,7 +120,7 @@ class SynthReport(BuildReport):
 def slugify(text: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:48].strip("-")
     if not slug:
-        raise EnvgenError(f"category {text!r} has no letters or digits; name it, e.g. 'travel planning'")
+        raise InputError(f"category {text!r} has no letters or digits; name it, e.g. 'travel planning'")
     return slug
 
 
@@ -539,7 +535,7 @@ class _Synth:
                  sandbox: str, max_levels: int, chains: int, seed: int, search: str | SearchBackend, review: bool,
                  workers: int, work_dir: Path | None, agents_dir: Path | None, progress: Progress | None):
         if max_levels < 1 or chains < 1:
-            raise EnvgenError(f"max_levels and chains must be at least 1 (got {max_levels}, {chains})")
+            raise InputError(f"max_levels and chains must be at least 1 (got {max_levels}, {chains})")
         self.category = " ".join(category.split())
         self.slug = slugify(self.category)
         self.out = Path(out)
@@ -593,7 +589,7 @@ class _Synth:
         spec = self.specs[role]
         unknown = [t for t in spec.tools if t not in WORKSPACE_TOOLS and t not in host]
         if unknown:
-            raise EnvgenError(f"{spec.path}: header: tools: {unknown} are not offered at this stage; available: "
+            raise InputError(f"{spec.path}: header: tools: {unknown} are not offered at this stage; available: "
                               f"{', '.join([*WORKSPACE_TOOLS, *host])}")
         parts: list[Toolset] = []
         in_ws = [t for t in spec.tools if t in WORKSPACE_TOOLS]

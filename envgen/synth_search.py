@@ -39,11 +39,11 @@ from typing import Any, Callable, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .agent import Agent, FunctionTools, LLMClient, LLMConfig, LLMError, LLMPool, ToolOutput, Tools, Transcript, Usage
+from .agent import Agent, FunctionTools, LLMClient, LLMConfig, LLMPool, ToolOutput, Tools, Transcript, Usage
 from .agentspec import AgentSpec, load_spec
 from .build import BuildReport, Progress, check_out, build_generated
 from .corpus import Doc, Entity, build_index, index_corpus, mine_entities, open_index, sample_entities
-from .errors import EnvgenError
+from .errors import EnvgenError, InputError, LLMError, SearchSynthesisError
 from .families import Generated, load_module
 from .grm import Rubric
 from .pack import Limits, Task
@@ -58,10 +58,6 @@ TOOLS_INSTRUCTION = ("Use the search and open tools to look this up. End your re
                      "'Answer: <your answer>'.")
 CLOSED_INSTRUCTION = ("You have no tools: answer from what you know. End your reply with a line of the form "
                       "'Answer: <your answer>'.")
-
-
-class SearchSynthesisError(EnvgenError):
-    """The pipeline cannot go on (an endpoint down, a corpus without entities)."""
 
 
 # ----------------------------------------------------------------------------- configuration
@@ -133,12 +129,12 @@ def load_search_config(path: str | Path) -> SearchSynthConfig:
     try:
         raw = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as e:
-        raise EnvgenError(f"{p}: cannot read the search config: {e}") from None
+        raise InputError(f"{p}: cannot read the search config: {e}") from None
     try:
         return SearchSynthConfig.model_validate(raw)
     except ValidationError as e:
         err = e.errors()[0]
-        raise EnvgenError(f"{p}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise InputError(f"{p}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
 
 
 # ----------------------------------------------------------------------------- host tools of the agents
@@ -318,9 +314,9 @@ class _SearchSynth:
                  workers: int, sandbox: str, work_dir: Path | None, agents_dir: Path | None,
                  progress: Progress | None, name: str | None):
         if questions < 1:
-            raise EnvgenError(f"questions must be at least 1, got {questions}")
+            raise InputError(f"questions must be at least 1, got {questions}")
         if isinstance(search, str) and search not in ("local", "web"):
-            raise EnvgenError(f"unknown search backend {search!r} for the search family; use local or web")
+            raise InputError(f"unknown search backend {search!r} for the search family; use local or web")
         self.out, self.n, self.seed, self.cfg = Path(out), questions, seed, config
         self.workers, self.sandbox = max(1, workers), sandbox
         given = search.inner if isinstance(search, CachedBackend) else search
@@ -356,7 +352,7 @@ class _SearchSynth:
                 try:
                     import ddgs  # noqa: F401
                 except ImportError:
-                    raise EnvgenError("--search web needs the 'search' extra: pip install 'envgen[search]'") from None
+                    raise InputError("--search web needs the 'search' extra: pip install 'envgen[search]'") from None
             self.backend = CachedBackend(self.local if search == "local" else WebBackend(), self.cache, "auto")
 
     def _index(self, corpus: Any, index: Path | None) -> Path:
@@ -364,7 +360,7 @@ class _SearchSynth:
             open_index(index).close()
             return Path(index).resolve()
         if corpus is None:
-            raise EnvgenError("the search pipeline needs a corpus (--corpus) or a built index (--index)")
+            raise InputError("the search pipeline needs a corpus (--corpus) or a built index (--index)")
         ident = getattr(corpus, "_fingerprint", None) or repr(corpus)  # a datasets.Dataset's content hash
         key = hashlib.sha256(str(ident).encode()).hexdigest()[:12]
         path = self.work / "indexes" / f"{key}.sqlite"
@@ -388,7 +384,7 @@ class _SearchSynth:
         offered = {fn.__name__ for fn in tools}
         unknown = sorted(offered - set(spec.tools))
         if unknown:
-            raise EnvgenError(f"{spec.path}: header: tools: the pipeline offers {unknown}, which the role does not "
+            raise InputError(f"{spec.path}: header: tools: the pipeline offers {unknown}, which the role does not "
                               f"list; add them to its tools")
         cfg = self.pool.pick(role, preferred or spec.model, ordinal)
         path = self.transcripts / f"{stage.replace('/', '_')}--{role}{suffix}.jsonl"

@@ -16,6 +16,7 @@ from huggingface_hub import constants as hf_constants
 from envgen import hub
 from envgen import pack as packmod
 from envgen.errors import EnvgenError, PackError
+from envgen.resolve import open_pack
 
 try:  # tests/ as a package or as a plain folder on sys.path: both are pytest layouts
     from .hub_server import FakeHub
@@ -233,7 +234,7 @@ def test_open_pack_and_gymnasium_take_hf_refs(tiny_pack, fake_hub, request):
     repo = _repo(request)
     res = hub.publish(tiny_pack, repo, token=WRITE, endpoint=fake_hub.url)
     for ref in (f"hf://{repo}", f"hf://{repo}@{res.commit}", f"hf://datasets/{repo}@main"):
-        pack = packmod.open_pack(ref)
+        pack = open_pack(ref)
         assert pack.manifest.version == tiny_pack.manifest.version and len(pack.tasks) == 3
 
     env = gymnasium.make("envgen/Pack-v0", pack=f"hf://{repo}")

@@ -2,12 +2,13 @@
 
 ``build_code(source, out)`` mines ``github:OWNER/REPO``, ``git:PATH`` or ``swebench:FILE`` into one
 pack per validated task; ``export_swebench(pack_or_folder, out)`` writes SWE-bench JSONL back.
-Language-specific parts live behind ``lang.Language`` (Python: ``python.Python``).
+Language-specific parts live behind ``lang.Language`` (Python: ``python.Python``); ``languages`` lists them.
 """
 
 from .build import CodeBuildReport, build_code
 from .candidates import Candidate, Filters, Rejection, make_candidate, split_patch
-from .lang import Language, Recipe, RepoView, detect_language, get_language
+from .lang import Language, Recipe, RepoView
+from .languages import detect_language, get_language
 from .pack import code_packs, export_swebench
 from .sources import GitHub, GitHubSource, LocalGitSource, RawInstance, SWEBenchSource, open_source, read_swebench
 from .validate import Validation, classify, validate

@@ -18,13 +18,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import EnvgenError, SandboxError
-from ..images import stderr_log
+from ..build import gate_all
+from ..docker_engine import engine
+from ..errors import EnvgenError, EnvironmentFailed, InputError, SandboxError
+from ..images import build_pack_image, stderr_log
 from ..pack import MANIFEST, Provenance, load
 from ..store import Store
 from .candidates import Filters, Rejection, make_candidate, reason_key, swebench_filters
-from .environment import EnvironmentFailed, build_environment, layer_sharing
-from .lang import Language, RepoView, get_language
+from .environment import build_environment, layer_sharing
+from .lang import Language, RepoView
+from .languages import detect_language, get_language
 from .pack import files_after, finalize, slug, stage_pack
 from .sources import GitHub, has_commit, open_source
 from .validate import validate
@@ -77,7 +80,7 @@ class CodeBuildReport:
 def _check_out(out: Path) -> None:
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / REPORT).is_file()
                                              and not (out / STAGING).is_dir())):
-        raise EnvgenError(f"{out}: exists and is not the output of a code build; choose another --out or remove it")
+        raise InputError(f"{out}: exists and is not the output of a code build; choose another --out or remove it")
 
 
 def _tick(stages: dict[str, float], name: str, t0: float) -> None:
@@ -100,7 +103,7 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     ``progress(instance_id, outcome)`` is called once per candidate.
     """
     if backend not in ("docker", "local"):
-        raise EnvgenError(f"unknown backend {backend!r}; use docker or local")
+        raise InputError(f"unknown backend {backend!r}; use docker or local")
     started = time.perf_counter()
     out = Path(out).resolve()
     _check_out(out)
@@ -129,8 +132,6 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
 
     client = None
     if backend == "docker":
-        from ..sandbox.docker import engine
-
         client = engine()
     envs: dict[str, Any] = {}
     staging = out / STAGING
@@ -210,8 +211,6 @@ def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gat
     if lang is None:
         lang = get_language("python")
         if raw.repo_path is not None:
-            from .lang import detect_language
-
             try:
                 lang = detect_language(RepoView(raw.repo_path, raw.base_commit))
             except EnvgenError:
@@ -257,8 +256,6 @@ def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gat
     image = None
     sharing: dict[str, Any] = {}
     if backend == "docker":
-        from ..images import build_pack_image
-
         pack = build_pack_image(pack, client=client, log=log)
         image = pack.manifest.image.tag
         sharing = layer_sharing(client, image, env.tag)
@@ -279,8 +276,6 @@ def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gat
                               "image_sharing": sharing})
 
     if gate:
-        from ..build import gate_all
-
         t0 = time.perf_counter()
         res = gate_all(pack, workers=1, sandbox=backend)[0]
         _tick(stages, "gate", t0)

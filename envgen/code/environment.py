@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import images
-from ..errors import EnvgenError
+from ..errors import EnvgenError, InputError, EnvironmentFailed
 from .lang import Recipe
 
 ENV_REPO = "envgen/repoenv"
@@ -68,14 +68,6 @@ class Environment:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-class EnvironmentFailed(EnvgenError):
-    """An install step failed: ``steps`` says which, with its exit code, and ``tail`` the build's last output."""
-
-    def __init__(self, message: str, steps: list[StepResult], tail: str = ""):
-        super().__init__(message)
-        self.steps, self.tail = steps, tail
 
 
 def env_instructions(recipe: Recipe) -> list[str]:
@@ -170,7 +162,7 @@ def _git(repo_or_dir: Path, *args: str, env: dict | None = None, input: bytes | 
     full_env.update(env or {})
     out = subprocess.run(["git", *where, *args], input=input, capture_output=True, env=full_env)
     if out.returncode != 0:
-        raise EnvgenError(f"git {' '.join(args[:2])} in {repo_or_dir} failed: "
+        raise InputError(f"git {' '.join(args[:2])} in {repo_or_dir} failed: "
                           f"{out.stderr.decode(errors='replace').strip()[-300:]}")
     return out.stdout
 

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from ..errors import EnvgenError
+from ..errors import InputError
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class RepoView:
         out = subprocess.run(["git", "-C", str(self.repo), "ls-tree", "-r", "--name-only", "-z", self.commit],
                              capture_output=True)
         if out.returncode != 0:
-            raise EnvgenError(f"{self.repo}: commit {self.commit[:12]} is not in this repository "
+            raise InputError(f"{self.repo}: commit {self.commit[:12]} is not in this repository "
                               f"({out.stderr.decode(errors='replace').strip()[-200:]})")
         return [p for p in out.stdout.decode("utf-8", errors="replace").split("\0") if p]
 
@@ -115,29 +115,8 @@ class Language(ABC):
 
     @abstractmethod
     def recipe(self, view: RepoView) -> Recipe:
-        """How to set the repository at this commit up; raises EnvgenError when it cannot be set up."""
+        """How to set the repository at this commit up; raises InputError when it cannot be set up."""
 
     @abstractmethod
     def runnable_tests(self, paths: list[str], view_after: set[str]) -> list[str]:
         """Of the paths a test patch touches, the test files to run (``view_after``: files after it applies)."""
-
-
-def languages() -> dict[str, Language]:
-    from .python import Python
-
-    return {lang.name: lang for lang in (Python(),)}
-
-
-def get_language(name: str) -> Language:
-    langs = languages()
-    if name not in langs:
-        raise EnvgenError(f"unknown language {name!r}; the code family supports {', '.join(langs)}")
-    return langs[name]
-
-
-def detect_language(view: RepoView) -> Language:
-    for lang in languages().values():
-        if lang.detect(view):
-            return lang
-    raise EnvgenError(f"{view.repo}@{view.commit[:12]}: no supported language detected "
-                      f"(supported: {', '.join(languages())})")

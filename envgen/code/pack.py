@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..errors import EnvgenError
+from ..errors import InputError
 from ..pack import Limits, Manifest, Pack, Provenance, Task, load, save
 from ..paths import bundled
 from ..sandbox.local import describe_tools
@@ -150,10 +150,10 @@ def code_packs(path: str | Path) -> list[Pack]:
     elif root.is_dir():
         packs = [load(d) for d in sorted(root.iterdir()) if (d / "pack.json").is_file()]
     else:
-        raise EnvgenError(f"{root}: neither a pack nor a folder of packs")
+        raise InputError(f"{root}: neither a pack nor a folder of packs")
     packs = [p for p in packs if p.manifest.family == "code"]
     if not packs:
-        raise EnvgenError(f"{root}: no code packs (family 'code') here")
+        raise InputError(f"{root}: no code packs (family 'code') here")
     return packs
 
 

@@ -25,7 +25,7 @@ import json
 import re
 import shlex
 
-from ..errors import EnvgenError
+from ..errors import InputError
 from ..images import SUITES, WORK_DIR
 from .lang import Language, Recipe, RepoView, Step
 
@@ -80,7 +80,7 @@ def satisfies(version: tuple[int, ...], spec: str) -> bool:
             continue
         m = re.match(r"^(~=|===|==|!=|<=|>=|<|>)\s*([\w.*+!-]+)$", clause)
         if not m:
-            raise EnvgenError(f"requires-python {spec!r}: cannot read the clause {clause!r}")
+            raise InputError(f"requires-python {spec!r}: cannot read the clause {clause!r}")
         op, ver = m.groups()
         if ver.endswith(".*") and op in ("==", "!="):
             prefix = _release(ver[:-2])
@@ -163,7 +163,7 @@ def _read_pyproject(view: RepoView, meta: _Meta) -> None:
     if text is None:
         return
     if _toml is None:
-        raise EnvgenError("reading pyproject.toml on Python 3.10 needs the tomli package: pip install tomli")
+        raise InputError("reading pyproject.toml on Python 3.10 needs the tomli package: pip install tomli")
     try:
         doc = _toml.loads(text)
     except Exception as e:
@@ -409,7 +409,7 @@ class Python(Language):
                    if s in SUITES and (not meta.requires_python or satisfies(SUITE_PYTHON[s], meta.requires_python))]
         have = ", ".join(SUITES[s].python for s in SUITE_PYTHON if s in SUITES)
         if not allowed:
-            raise EnvgenError(f"requires-python {meta.requires_python!r}: no base image has a matching Python "
+            raise InputError(f"requires-python {meta.requires_python!r}: no base image has a matching Python "
                               f"(available: {have})")
         req = f"requires-python {meta.requires_python!r}" if meta.requires_python else "no requires-python"
         named = [s for s in allowed if SUITE_PYTHON[s][:2] in meta.classifier_versions]

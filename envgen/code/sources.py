@@ -26,8 +26,10 @@ from typing import Any, Callable, Iterator
 
 import httpx
 
-from ..errors import EnvgenError
+from ..errors import GitHubError, InputError, ServiceError
+from ..store import cache_dir
 from .lang import Language
+from .languages import get_language
 
 API = "https://api.github.com"
 CLOSING = re.compile(
@@ -90,7 +92,7 @@ def closing_issues(text: str, repo: str) -> list[int]:
 def git_out(repo: Path, *args: str, check: bool = True) -> str:
     out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True)
     if check and out.returncode != 0:
-        raise EnvgenError(f"{repo}: git {' '.join(args[:3])} failed: {out.stderr.decode(errors='replace').strip()[-300:]}")
+        raise InputError(f"{repo}: git {' '.join(args[:3])} failed: {out.stderr.decode(errors='replace').strip()[-300:]}")
     return out.stdout.decode("utf-8", errors="surrogateescape")
 
 
@@ -105,7 +107,7 @@ def ensure_clone(repo: str, repo_path: str | Path | None, cache_dir: Path, url: 
     if repo_path is not None:
         p = Path(repo_path).expanduser().resolve()
         if subprocess.run(["git", "-C", str(p), "rev-parse", "--git-dir"], capture_output=True).returncode != 0:
-            raise EnvgenError(f"--repo-path {p}: not a git repository")
+            raise InputError(f"--repo-path {p}: not a git repository")
         return p
     dest = cache_dir / "repos" / repo.replace("/", "__")
     url = url or f"https://github.com/{repo}.git"
@@ -115,16 +117,12 @@ def ensure_clone(repo: str, repo_path: str | Path | None, cache_dir: Path, url: 
     dest.parent.mkdir(parents=True, exist_ok=True)
     out = subprocess.run(["git", "clone", "-q", url, str(dest)], capture_output=True)
     if out.returncode != 0:
-        raise EnvgenError(f"cannot clone {url} into {dest}: {out.stderr.decode(errors='replace').strip()[-300:]}; "
+        raise ServiceError(f"cannot clone {url} into {dest}: {out.stderr.decode(errors='replace').strip()[-300:]}; "
                           "pass --repo-path with a local clone")
     return dest
 
 
 # ---------------------------------------------------------------- GitHub REST
-
-
-class GitHubError(EnvgenError):
-    pass
 
 
 class GitHub:
@@ -287,7 +285,7 @@ class GitHubSource:
     def __init__(self, repo: str, *, repo_path: str | Path | None = None, cache_dir: str | Path | None = None,
                  github: GitHub | None = None, max_prs: int | None = None, log: Callable[[str], None] = lambda m: None):
         if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
-            raise EnvgenError(f"github:{repo}: expected github:OWNER/REPO")
+            raise InputError(f"github:{repo}: expected github:OWNER/REPO")
         self.repo = repo
         self.cache_dir = Path(cache_dir) if cache_dir else _default_cache()
         self.gh = github or GitHub(cache_dir=self.cache_dir / "github")
@@ -388,8 +386,6 @@ class GitHubSource:
 
 
 def _default_cache() -> Path:
-    from ..store import cache_dir
-
     return cache_dir() / "code"
 
 
@@ -446,9 +442,9 @@ def _tests_field(value: Any, where: str) -> list[str]:
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
-            raise EnvgenError(f"{where}: not a JSON list of test names") from None
+            raise InputError(f"{where}: not a JSON list of test names") from None
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise EnvgenError(f"{where}: expected a list of test names")
+        raise InputError(f"{where}: expected a list of test names")
     return value
 
 
@@ -462,7 +458,7 @@ def read_swebench(path: str | Path) -> list[dict[str, Any]]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
-            raise EnvgenError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+            raise InputError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
         rows = [(i + 1, r) for i, r in enumerate(data)]
         unit = "item"
     else:
@@ -471,16 +467,16 @@ def read_swebench(path: str | Path) -> list[dict[str, Any]]:
                 try:
                     rows.append((lineno, json.loads(line)))
                 except json.JSONDecodeError as e:
-                    raise EnvgenError(f"{path}:{lineno}: invalid JSON: {e.msg} (column {e.colno})") from None
+                    raise InputError(f"{path}:{lineno}: invalid JSON: {e.msg} (column {e.colno})") from None
         unit = "line"
     out = []
     for where_n, row in rows:
         where = f"{path}:{where_n}" if unit == "line" else f"{path}: item {where_n}"
         if not isinstance(row, dict):
-            raise EnvgenError(f"{where}: an instance must be a JSON object")
+            raise InputError(f"{where}: an instance must be a JSON object")
         for f in SWEBENCH_FIELDS:
             if not isinstance(row.get(f), str) or (f != "problem_statement" and not row[f].strip()):
-                raise EnvgenError(f"{where}: {f}: missing or not a non-empty string")
+                raise InputError(f"{where}: {f}: missing or not a non-empty string")
         row = dict(row)
         row["FAIL_TO_PASS"] = _tests_field(row.get("FAIL_TO_PASS"), f"{where}: FAIL_TO_PASS")
         row["PASS_TO_PASS"] = _tests_field(row.get("PASS_TO_PASS"), f"{where}: PASS_TO_PASS")
@@ -504,12 +500,12 @@ class SWEBenchSource:
     def _clone(self, repo: str) -> Path:
         if isinstance(self.repo_path, dict):
             if repo not in self.repo_path:
-                raise EnvgenError(f"{self.path}: no --repo-path given for {repo}")
+                raise InputError(f"{self.path}: no --repo-path given for {repo}")
             return ensure_clone(repo, self.repo_path[repo], self.cache_dir)
         repos = {r["repo"] for r in self.rows}
         if self.repo_path is not None:
             if len(repos) > 1:
-                raise EnvgenError(f"{self.path}: instances of {len(repos)} repositories ({', '.join(sorted(repos))}) "
+                raise InputError(f"{self.path}: instances of {len(repos)} repositories ({', '.join(sorted(repos))}) "
                                   "but one --repo-path; give one clone per repository or use the cache dir")
             return ensure_clone(repo, self.repo_path, self.cache_dir)
         return ensure_clone(repo, None, self.cache_dir)
@@ -536,15 +532,13 @@ def open_source(spec: str, *, language: Language | None = None, repo_path: str |
     """The source a CLI spelling names: ``github:OWNER/REPO``, ``git:PATH`` or ``swebench:FILE``."""
     kind, _, rest = spec.partition(":")
     if not rest:
-        raise EnvgenError(f"--from {spec!r}: expected github:OWNER/REPO, git:PATH or swebench:FILE")
+        raise InputError(f"--from {spec!r}: expected github:OWNER/REPO, git:PATH or swebench:FILE")
     if kind == "github":
         return GitHubSource(rest, repo_path=repo_path, cache_dir=cache_dir, github=github, max_prs=max_items, log=log)
     if kind == "git":
-        from .lang import get_language
-
         return LocalGitSource(rest, language or get_language("python"), max_count=max_items)
     if kind == "swebench":
         if not Path(rest).is_file():
-            raise EnvgenError(f"--from {spec!r}: no such file {rest}")
+            raise InputError(f"--from {spec!r}: no such file {rest}")
         return SWEBenchSource(rest, repo_path=repo_path, cache_dir=cache_dir)
-    raise EnvgenError(f"--from {spec!r}: unknown source {kind!r}; use github:, git: or swebench:")
+    raise InputError(f"--from {spec!r}: unknown source {kind!r}; use github:, git: or swebench:")

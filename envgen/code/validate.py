@@ -32,8 +32,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import EnvgenError
+from ..docker_engine import engine
+from ..errors import BuildError, InputError
+from ..images import SANDBOX_UID
 from ..paths import bundled
+from ..sandbox.docker import LABEL, OWNER_LABELS
 
 KIT_IN_IMAGE = "/opt/envgen/verifiers"
 SPEC_DIR = "/run/envgen-validate"
@@ -169,7 +172,7 @@ def _last_json(text: str, what: str) -> dict:
                 return json.loads(line)
             except json.JSONDecodeError:
                 break
-    raise EnvgenError(f"{what}: no result from the validation runner; its output ended with: {text.strip()[-500:]!r}")
+    raise BuildError(f"{what}: no result from the validation runner; its output ended with: {text.strip()[-500:]!r}")
 
 
 def run_matrix_docker(image: str, *, base: str, framework: str, files: list[str], python: str | None,
@@ -179,8 +182,6 @@ def run_matrix_docker(image: str, *, base: str, framework: str, files: list[str]
     import docker
     import requests
 
-    from ..images import SANDBOX_UID
-    from ..sandbox.docker import LABEL, OWNER_LABELS, engine
 
     client = client or engine()
     tmp = Path(tempfile.mkdtemp(prefix="envgen-validate-"))
@@ -208,11 +209,11 @@ def run_matrix_docker(image: str, *, base: str, framework: str, files: list[str]
             try:
                 status = container.wait(timeout=limit)
             except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
-                raise EnvgenError(f"validation in {image} ran past {limit:g} s and was stopped") from None
+                raise BuildError(f"validation in {image} ran past {limit:g} s and was stopped") from None
             out = container.logs(stdout=True, stderr=False).decode("utf-8", errors="replace")
             if status.get("StatusCode") != 0:
                 err = container.logs(stdout=False, stderr=True).decode("utf-8", errors="replace")
-                raise EnvgenError(f"validation runner exited with {status.get('StatusCode')} in {image}: "
+                raise BuildError(f"validation runner exited with {status.get('StatusCode')} in {image}: "
                                   f"{err.strip()[-800:]}")
         finally:
             try:
@@ -240,7 +241,7 @@ def run_matrix_local(git_dir: Path, *, base: str, framework: str, files: list[st
         out = subprocess.run([sys.executable, "-I", "-B", "-c", boot], capture_output=True, env=env, cwd=tmp,
                              timeout=runs * 2 * (timeout_s + 60) + 120)
         if out.returncode != 0:
-            raise EnvgenError(f"local validation runner exited with {out.returncode}: "
+            raise BuildError(f"local validation runner exited with {out.returncode}: "
                               f"{out.stderr.decode(errors='replace').strip()[-800:]}")
         return _last_json(out.stdout.decode("utf-8", errors="replace"), "local validation")
     finally:
@@ -252,7 +253,7 @@ def validate(instance_id: str, *, backend: str, image: str | None = None, git_di
              test: str, runs: int = 3, timeout_s: float = 300.0, memory_mb: int = 2048, client=None) -> Validation:
     """Run the matrix (``docker``: in ``image``; ``local``: from ``git_dir``) and judge it."""
     if runs < 1:
-        raise EnvgenError(f"validation runs must be at least 1, got {runs}")
+        raise InputError(f"validation runs must be at least 1, got {runs}")
     if not files:
         v = Validation(instance_id, runs_per_mode=runs)
         v.reason = "the test patch touches no runnable test file"
@@ -262,14 +263,14 @@ def validate(instance_id: str, *, backend: str, image: str | None = None, git_di
                   test=test, runs=runs, timeout_s=timeout_s)
     if backend == "docker":
         if image is None:
-            raise EnvgenError("docker validation needs the task image")
+            raise InputError("docker validation needs the task image")
         result = run_matrix_docker(image, memory_mb=memory_mb, client=client, **common)
     elif backend == "local":
         if git_dir is None:
-            raise EnvgenError("local validation needs the snapshot's git dir")
+            raise InputError("local validation needs the snapshot's git dir")
         result = run_matrix_local(git_dir, **common)
     else:
-        raise EnvgenError(f"unknown validation backend {backend!r}; use docker or local")
+        raise InputError(f"unknown validation backend {backend!r}; use docker or local")
     v = judge(instance_id, result, runs)
     v.wall_seconds = round(time.perf_counter() - t0, 4)
     return v

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import EnvgenError
+from ..errors import InputError
 from ..paths import bundled
 
 DEEPSEEK_V32 = "deepseek_v32.yaml"
@@ -24,7 +24,7 @@ def config_path(name_or_path: str | os.PathLike) -> Path:
     bundled_path = bundled("rl/configs") / name
     if bundled_path.is_file():
         return bundled_path
-    raise EnvgenError(f"{name_or_path}: no such config file (bundled configs: "
+    raise InputError(f"{name_or_path}: no such config file (bundled configs: "
                       f"{', '.join(sorted(p.name for p in bundled('rl/configs').glob('*.yaml')))})")
 
 
@@ -35,7 +35,7 @@ def config_values(name_or_path: str | os.PathLike) -> dict[str, Any]:
     path = config_path(name_or_path)
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     if not isinstance(data, dict):
-        raise EnvgenError(f"{path}: a config must be a YAML mapping of training arguments")
+        raise InputError(f"{path}: a config must be a YAML mapping of training arguments")
     for key, value in (data.pop("env", None) or {}).items():
         os.environ[str(key)] = str(value)
     return data
@@ -43,18 +43,18 @@ def config_values(name_or_path: str | os.PathLike) -> dict[str, Any]:
 
 def load_config(name_or_path: str | os.PathLike, **overrides: Any):
     """An ``EnvgenGRPOConfig`` from a YAML file, with ``overrides`` on top (e.g. ``output_dir``, ``max_steps``)."""
-    from .trainer import EnvgenGRPOConfig
+    from .trainer import EnvgenGRPOConfig  # torch, trl: the rl extra, loaded only when a config is built
 
     values = {**config_values(name_or_path), **overrides}
     known = {f.name for f in dataclasses.fields(EnvgenGRPOConfig)}
     unknown = sorted(set(values) - known)
     if unknown:
-        raise EnvgenError(f"{config_path(name_or_path)}: unknown training arguments {unknown}")
+        raise InputError(f"{config_path(name_or_path)}: unknown training arguments {unknown}")
     try:
         return EnvgenGRPOConfig(**values)
     except (ValueError, TypeError) as e:  # transformers/TRL validation, e.g. bf16 asked for on a CPU
         hint = " (on a CPU: --set bf16=false --set use_cpu=true)" if "bf16" in str(e) else ""
-        raise EnvgenError(f"{config_path(name_or_path)}: {str(e).splitlines()[0]}{hint}") from None
+        raise InputError(f"{config_path(name_or_path)}: {str(e).splitlines()[0]}{hint}") from None
 
 
 def deepseek_v32_config(**overrides: Any):

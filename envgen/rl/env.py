@@ -26,8 +26,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterable, Literal, Optional, Union
 
 from ..episode import Episode
-from ..errors import EnvgenError
-from ..pack import Pack, Task, ToolSchema, open_pack
+from ..errors import EnvgenError, InputError
+from ..gym import DEFAULT_SYSTEM_PROMPT
+from ..pack import Pack, Task, ToolSchema
+from ..resolve import open_pack
 from ..sandbox import open_sandbox
 
 RESERVED = ("reset", "get_reward")
@@ -107,7 +109,7 @@ def _tool_method(schema: ToolSchema, owner: str):
     fn = schema.function
     name = fn.name
     if name in RESERVED or name.startswith("_"):
-        raise EnvgenError(f"pack {owner!r}: tool {name!r} cannot be exposed to TRL (the name is reserved for the "
+        raise InputError(f"pack {owner!r}: tool {name!r} cannot be exposed to TRL (the name is reserved for the "
                           f"environment protocol); rename the tool in the pack")
     props: dict[str, Any] = fn.parameters.get("properties", {}) or {}
     required = set(fn.parameters.get("required", []) or [])
@@ -116,7 +118,7 @@ def _tool_method(schema: ToolSchema, owner: str):
     arg_docs = []
     for pname, pschema in props.items():
         if not pname.isidentifier() or keyword.iskeyword(pname) or pname == "self":
-            raise EnvgenError(f"pack {owner!r}: tool {name!r} has a parameter {pname!r} that is not a Python "
+            raise InputError(f"pack {owner!r}: tool {name!r} has a parameter {pname!r} that is not a Python "
                               "identifier; TRL exposes tools as Python methods, so rename it in the pack")
         hint = _annotation(pschema)
         annotations[pname] = hint
@@ -173,11 +175,11 @@ class _PackEnvironment:
         """Start the row's task; the prompt comes from the dataset row, so there is no extra observation."""
         pack = row.get("pack")
         if pack is not None and pack != self._key:
-            raise EnvgenError(f"a row of pack {pack!r} reached the environment of pack {self._key!r}; "
+            raise InputError(f"a row of pack {pack!r} reached the environment of pack {self._key!r}; "
                               "give each pack its own entry in the environment dict")
         task_id = row.get("task_id")
         if task_id is None:
-            raise EnvgenError(f"pack {self._key!r}: the dataset row has no 'task_id' column; build the dataset "
+            raise InputError(f"pack {self._key!r}: the dataset row has no 'task_id' column; build the dataset "
                               "with envgen.rl.pack_dataset")
         self._task = self._pack.task(task_id)
         self._episode = None
@@ -187,7 +189,7 @@ class _PackEnvironment:
 
     def _ensure_episode(self) -> Episode:
         if self._task is None:
-            raise EnvgenError(f"pack {self._key!r}: a tool was called before reset()")
+            raise InputError(f"pack {self._key!r}: a tool was called before reset()")
         if self._episode is None:
             if self._sandbox is None:
                 self._sandbox = open_sandbox(self._pack, self._backend, **self._sandbox_options)
@@ -244,14 +246,14 @@ def environment_class(pack: Pack | str, sandbox: str = "local", max_concurrency:
     """
     pack = open_pack(pack)
     if max_concurrency < 1:
-        raise EnvgenError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        raise InputError(f"max_concurrency must be at least 1, got {max_concurrency}")
     key = pack_key(pack)
     name = _class_name(key)
     wanted = None if tools is None else list(tools)
     if wanted is not None:
         unknown = sorted(set(wanted) - set(pack.manifest.tool_names))
         if unknown:
-            raise EnvgenError(f"pack {key!r} has no tools {unknown}; it has {pack.manifest.tool_names}")
+            raise InputError(f"pack {key!r} has no tools {unknown}; it has {pack.manifest.tool_names}")
     ns: dict[str, Any] = {
         "__doc__": f"TRL environment for pack {key!r} ({pack.manifest.description or pack.manifest.family}).",
         "__module__": __name__,
@@ -277,7 +279,7 @@ def environment_factories(packs: Iterable[Pack | str], sandbox: str = "local", m
     for ref in packs:
         cls = environment_class(ref, sandbox, max_concurrency, **sandbox_options)
         if cls._key in out:
-            raise EnvgenError(f"two packs are named {cls._key!r}; rename one (its manifest 'name') to train both")
+            raise InputError(f"two packs are named {cls._key!r}; rename one (its manifest 'name') to train both")
         out[cls._key] = cls
     return out
 
@@ -286,8 +288,6 @@ def environment_factories(packs: Iterable[Pack | str], sandbox: str = "local", m
 
 
 def _default_system_prompt() -> str:
-    from ..gym import DEFAULT_SYSTEM_PROMPT
-
     return DEFAULT_SYSTEM_PROMPT
 
 
@@ -318,7 +318,7 @@ def pack_dataset(packs: Pack | str | Iterable[Pack | str], *, system_prompt: str
                 row["environment"] = pack_key(pack)
             rows.append(row)
     if not rows:
-        raise EnvgenError(f"no tasks in {', '.join(pack_key(p) for p in loaded)}; nothing to train on")
+        raise InputError(f"no tasks in {', '.join(pack_key(p) for p in loaded)}; nothing to train on")
     return Dataset.from_list(rows)
 
 
@@ -346,7 +346,7 @@ def verifier_reward(completions: list, environments: list | None = None, log_met
     Logs per pack: mean reward, tool calls per rollout, tool error rate and answered fraction.
     """
     if environments is None:
-        raise EnvgenError("verifier_reward needs TRL's `environments` (pass environment_factory to GRPOTrainer)")
+        raise InputError("verifier_reward needs TRL's `environments` (pass environment_factory to GRPOTrainer)")
     futures: list[Future | None] = []
     answers = []
     for completion, env in zip(completions, environments, strict=True):

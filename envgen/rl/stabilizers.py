@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch import nn
 
-from ..errors import EnvgenError
+from ..errors import InputError
 
 # ---------------------------------------------------------------- keep sampling mask
 
@@ -48,7 +48,7 @@ def sampling_warpers(generation_config: Any):
         ("eta_cutoff", 0.0 < (getattr(cfg, "eta_cutoff", None) or 0.0) < 1.0),
         ("num_beams", (getattr(cfg, "num_beams", None) or 1) > 1)) if bad]
     if unsupported:
-        raise EnvgenError(f"keep_sampling_mask records temperature/top-k/top-p/min-p sampling only; unset "
+        raise InputError(f"keep_sampling_mask records temperature/top-k/top-p/min-p sampling only; unset "
                           f"{', '.join(unsupported)} in the generation settings")
     warpers = LogitsProcessorList()
     if cfg.temperature is not None and cfg.temperature != 1.0:
@@ -205,7 +205,7 @@ def _probe_gates(router: nn.Module) -> Callable:
     for fn in GATE_FUNCTIONS.values():
         if torch.allclose(fn(router, logits, idx).to(weights.dtype), weights, rtol=1e-3, atol=1e-5):
             return fn
-    raise EnvgenError(f"keep_routing: cannot reproduce the gate weights of {type(router).__name__}; "
+    raise InputError(f"keep_routing: cannot reproduce the gate weights of {type(router).__name__}; "
                       "this router type is not supported")
 
 
@@ -275,7 +275,7 @@ class RouterReplay:
             return None
         rep = self.replay[:, :, layer, :k].reshape(-1, k)
         if rep.size(0) != idx.size(0):
-            raise EnvgenError(f"keep_routing: the replayed routing covers {rep.size(0)} tokens but the forward "
+            raise InputError(f"keep_routing: the replayed routing covers {rep.size(0)} tokens but the forward "
                               f"routes {idx.size(0)}; the rollout records do not match this batch")
         rep = rep.to(device=idx.device, dtype=idx.dtype)
         known = (rep >= 0).all(dim=-1, keepdim=True)

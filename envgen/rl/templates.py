@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import EnvgenError
+from ..errors import InputError
 from ..paths import bundled
 
 FAMILIES = {"qwen3": "qwen3.jinja", "deepseek_v3": "deepseek_v3.jinja", "chatml": "chatml.jinja"}
@@ -46,7 +46,7 @@ def family_name(family: str) -> str:
     key = family.lower()
     key = ALIASES.get(key) or ALIASES.get(key.replace("-", "_")) or key.replace("-", "_")
     if key not in FAMILIES:
-        raise EnvgenError(f"unknown chat template family {family!r}; use one of {', '.join(FAMILIES)}")
+        raise InputError(f"unknown chat template family {family!r}; use one of {', '.join(FAMILIES)}")
     return key
 
 
@@ -81,7 +81,7 @@ def detect_family(tokenizer: Any) -> str:
         return "deepseek_v3"
     if "<|im_start|>" in vocab:
         return "qwen3" if "<tool_call>" in vocab or "<think>" in vocab else "chatml"
-    raise EnvgenError("cannot tell the chat template family from the tokenizer (no DeepSeek or ChatML special "
+    raise InputError("cannot tell the chat template family from the tokenizer (no DeepSeek or ChatML special "
                       f"tokens); pass one of {', '.join(FAMILIES)}")
 
 
@@ -96,7 +96,7 @@ def install_template(tokenizer: Any, family: str = "auto") -> Any:
     from packaging.version import Version
 
     if Version(transformers.__version__) < Version("5.13.0.dev0"):
-        raise EnvgenError(f"install_template needs transformers>=5.13 (response templates); found "
+        raise InputError(f"install_template needs transformers>=5.13 (response templates); found "
                           f"{transformers.__version__}")
     family = detect_family(tokenizer) if family == "auto" else family_name(family)
     inner = getattr(tokenizer, "tokenizer", tokenizer)  # a processor parses with its inner tokenizer

@@ -14,8 +14,9 @@ from typing import Any, Iterable
 
 import torch
 
-from ..errors import EnvgenError
-from ..pack import Pack, open_pack
+from ..errors import InputError
+from ..pack import Pack
+from ..resolve import open_pack
 from .env import env_tools, environment_class, pack_dataset
 from .templates import chat_template, family_name, install_template
 
@@ -90,7 +91,7 @@ def tiny_model(tokenizer: Any, arch: str = "qwen3", *, seed: int = 0, hidden_siz
                    norm_topk_prob=True, router_aux_loss_coef=0.001)
         model = Qwen3MoeForCausalLM(Qwen3MoeConfig(**{**common, **moe, **overrides}))
     else:
-        raise EnvgenError(f"unknown tiny architecture {arch!r}; use qwen3 or qwen3_moe")
+        raise InputError(f"unknown tiny architecture {arch!r}; use qwen3 or qwen3_moe")
     model.generation_config = GenerationConfig(eos_token_id=tokenizer.eos_token_id,
                                                pad_token_id=tokenizer.pad_token_id,
                                                bos_token_id=tokenizer.bos_token_id)
@@ -147,7 +148,7 @@ def _encode(tokenizer: Any, messages: list[dict], tools: list) -> tuple[list[int
             continue
         start, upto = ids(messages[:k], True), ids(messages[:k + 1], False)
         if full[:len(upto)] != upto or upto[:len(start)] != start:
-            raise EnvgenError("the chat template is not prefix-preserving for this conversation")
+            raise InputError("the chat template is not prefix-preserving for this conversation")
         end = len(upto)
         while end > len(start) and upto[end - 1] != eos:
             end -= 1

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from ..errors import EnvgenError
+from ..errors import InputError
 from .concurrency import ToolPrefetch, default_executor
 from .env import _PackEnvironment, verifier_reward
 from .stabilizers import (
@@ -75,7 +75,7 @@ class EnvgenGRPOTrainer(GRPOTrainer):
         self._concurrent_tools = bool(getattr(a, "concurrent_tools", True))
         self._tool_executor = default_executor(int(getattr(a, "tool_workers", 8)))
         if (self._keep_sampling or self._keep_routing) and (self.use_vllm or self.use_transformers_continuous_batching):
-            raise EnvgenError("keep_sampling_mask and keep_routing record inside transformers `generate`; turn off "
+            raise InputError("keep_sampling_mask and keep_routing record inside transformers `generate`; turn off "
                               "use_vllm / use_transformers_continuous_batching, or the two stabilizers")
         self._routing: RouterReplay | None = None
         if self._keep_routing:
@@ -203,13 +203,13 @@ class EnvgenGRPOTrainer(GRPOTrainer):
                 model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
                 compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **kwargs)
         if any(v is not None for v in kwargs.values()):
-            raise EnvgenError("keep_sampling_mask / keep_routing support text-only models")
+            raise InputError("keep_sampling_mask / keep_routing support text-only models")
         tensors = self._stab_tensors(input_ids.size(1), logits_to_keep)
         keep_ids, routing = tensors.get("keep_sampling_ids"), tensors.get("routing_replay")
         for name, t in (("keep_sampling_ids", keep_ids), ("routing_replay", routing)):
             want = (input_ids.size(0), logits_to_keep if name == "keep_sampling_ids" else input_ids.size(1))
             if t is not None and tuple(t.shape[:2]) != want:
-                raise EnvgenError(f"{name} has shape {tuple(t.shape[:2])}, the batch needs {want}")
+                raise InputError(f"{name} has shape {tuple(t.shape[:2])}, the batch needs {want}")
         unwrapped = self.accelerator.unwrap_model(model)
         mode = "train" if self.model.training else "eval"
         grad = torch.is_grad_enabled()

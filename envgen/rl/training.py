@@ -11,8 +11,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..errors import EnvgenError
-from ..pack import open_pack
+from ..errors import InputError
+from ..resolve import open_pack
+from .config import load_config
+from .env import environment_class, pack_dataset
+from .templates import install_template
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory is TRL-experimental; envgen pins TRL
 
@@ -39,17 +42,15 @@ def build_trainer(packs: Iterable[Any], model: Any, args: Any, *, tokenizer: Any
     """An ``EnvgenGRPOTrainer`` for ``packs`` (one environment class per pack, a dataset of their tasks)."""
     from transformers import AutoTokenizer
 
-    from .env import environment_class, pack_dataset
-    from .templates import install_template
-    from .trainer import EnvgenGRPOTrainer
+    from .trainer import EnvgenGRPOTrainer  # torch, trl: the rl extra, loaded only to train
 
     loaded = [open_pack(p) for p in packs]
     if not loaded:
-        raise EnvgenError("no pack to train on; pass --pack PATH (several times for several packs)")
+        raise InputError("no pack to train on; pass --pack PATH (several times for several packs)")
     classes = [environment_class(p, sandbox, max_concurrency, tools=tools) for p in loaded]
     names = [c._key for c in classes]
     if len(set(names)) != len(names):
-        raise EnvgenError(f"two packs share a name ({names}); rename one in its pack.json to train both")
+        raise InputError(f"two packs share a name ({names}); rename one in its pack.json to train both")
     factory = classes[0] if len(classes) == 1 else dict(zip(names, classes))
     if tokenizer is None:
         name = model if isinstance(model, str) else model.config._name_or_path
@@ -86,8 +87,6 @@ def train(packs: Iterable[Any], model: str, config: str | os.PathLike = "deepsee
     ``overrides`` set any other ``EnvgenGRPOConfig`` field. Saves the model (and tokenizer, with the
     thinking-retention template) to ``output_dir`` and returns ``summarize()``'s metrics.
     """
-    from .config import load_config
-
     if output_dir is not None:
         overrides["output_dir"] = output_dir
     if max_steps is not None:
@@ -105,12 +104,12 @@ def main(argv: list[str] | None = None) -> None:
     TRL's ModelConfig from the command line and ``--config FILE``."""
     from trl import ModelConfig, TrlParser, get_peft_config
 
-    from .trainer import EnvgenGRPOConfig
+    from .trainer import EnvgenGRPOConfig  # torch, trl: the rl extra, loaded only when a config is built
 
     parser = TrlParser((PackArguments, EnvgenGRPOConfig, ModelConfig))
     pack_args, args, model_args = parser.parse_args_and_config(args=argv)
     if not model_args.model_name_or_path:
-        raise EnvgenError("no model: pass --model_name_or_path (a Hub id or a local directory)")
+        raise InputError("no model: pass --model_name_or_path (a Hub id or a local directory)")
     init = {k: v for k, v in dict(revision=model_args.model_revision, dtype=model_args.dtype,
                                   attn_implementation=model_args.attn_implementation).items() if v is not None}
     trainer = build_trainer(pack_args.pack, model_args.model_name_or_path, args, sandbox=pack_args.sandbox,

@@ -4,27 +4,32 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ..errors import EnvgenError
+from ..errors import InputError
 from ..pack import Pack
+from ..docker_engine import docker_available
 from .base import Sandbox, ToolResult, Verdict
+from .docker import DockerSandbox
 from .local import LocalSandbox
+from .pool import default_pool
 
 Backend = Literal["local", "docker", "auto"]
 BACKENDS = ("local", "docker", "auto")
 
 
 def open_sandbox(pack: Pack, backend: str = "local", **options) -> Sandbox:
-    """A started sandbox for `pack`; `auto` is Docker when an engine answers, else local."""
+    """A started sandbox for `pack`; `auto` is Docker when an engine answers, else local.
+
+    For Docker, ``pool=True`` takes containers from the process-wide warm pool."""
     if backend not in BACKENDS:
-        raise EnvgenError(f"unknown sandbox backend {backend!r}; use one of {', '.join(BACKENDS)}")
+        raise InputError(f"unknown sandbox backend {backend!r}; use one of {', '.join(BACKENDS)}")
     if backend == "local":
         sbx: Sandbox = LocalSandbox(pack, **options)
     else:
-        from .docker import DockerSandbox, docker_available
-
         if backend == "auto" and not docker_available():
             sbx = LocalSandbox(pack, **options)
         else:
+            if options.get("pool") is True:
+                options["pool"] = default_pool()
             sbx = DockerSandbox(pack, **options)
     return sbx.__enter__()
 

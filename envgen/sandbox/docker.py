@@ -40,13 +40,14 @@ import shutil
 import socket
 import stat
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import SandboxError
+from ..docker_engine import _is_local, docker_available, engine  # noqa: F401  (docker_available: re-exported)
+from ..errors import EnvgenError, InputError, SandboxError
+from ..images import ensure_pack_image, pack_image_tag, stderr_log
 from ..pack import Pack
 from .base import Sandbox
 from .channel import Channel, runtime_line_bound
@@ -64,55 +65,7 @@ SANDBOX_UID = 10001
 SHM_BYTES = 64 << 20
 
 
-# ---------------------------------------------------------------- the engine
-
-
-_engine_lock = threading.Lock()
-_engine = None
-_available: bool | None = None
-
-
-def engine():
-    """The shared docker client (one connection pool for every sandbox of this process)."""
-    global _engine
-    import docker
-
-    with _engine_lock:
-        if _engine is None:
-            try:
-                client = docker.from_env(timeout=120, max_pool_size=64)
-                client.ping()
-            except Exception as e:
-                raise SandboxError(f"no Docker engine answers ({type(e).__name__}: {e}); start dockerd "
-                                   "(.ci/setup-docker.sh) or use the local sandbox") from None
-            _engine = client
-        return _engine
-
-
-def _is_local(client) -> bool:
-    return client.api.base_url == "http+docker://localhost"
-
-
-def docker_available(refresh: bool = False) -> bool:
-    """True when a local Docker engine answers within 3 s (cached; `refresh` asks again).
-
-    Local means a unix socket: the backend's FIFOs live in a host dir bind-mounted into the container,
-    so an engine on another machine (tcp://, ssh://) cannot serve it and counts as unavailable.
-    """
-    global _available
-    if _available is None or refresh:
-        try:
-            import docker
-
-            client = docker.from_env(timeout=3)
-            try:
-                client.ping()
-                _available = _is_local(client)
-            finally:
-                client.close()
-        except Exception:
-            _available = False
-    return _available
+# ---------------------------------------------------------------- the io root
 
 
 def io_root() -> Path:
@@ -331,8 +284,8 @@ class DockerSandbox(Sandbox):
 
     `image` overrides the pack's image (tag or id); without it the image of the pack's current env/ is
     used (its content-hash tag is recomputed, so an edited pack never runs a stale image), and built,
-    reusing every present layer, when missing. `pool` is a WarmPool, True for the process-wide default
-    pool, or None to start a container per sandbox.
+    reusing every present layer, when missing. `pool` is a WarmPool (`pool.default_pool()` is the process-wide
+    one; `open_sandbox(pack, "docker", pool=True)` picks it) or None to start a container per sandbox.
     """
 
     backend = "docker"
@@ -347,9 +300,8 @@ class DockerSandbox(Sandbox):
         self.image = _resolve_image(self.client, pack, image)
         self.spec = Spec.for_pack(pack, self.image)
         if pool is True:
-            from .pool import default_pool
-
-            pool = default_pool()
+            raise InputError("DockerSandbox takes a WarmPool, not True: pass envgen.sandbox.pool.default_pool(), "
+                             "or open_sandbox(pack, 'docker', pool=True)")
         self.pool = pool or None
 
     def _open_box(self) -> Box:
@@ -380,9 +332,6 @@ def _resolve_image(client, pack: Pack, image: str | None) -> str:
     The expected tag is recomputed from the files (not read from pack.json, which may predate an edit
     of env/ or an envgen upgrade); a missing image is built, reusing every present layer."""
     import docker
-
-    from ..errors import EnvgenError
-    from ..images import ensure_pack_image, pack_image_tag, stderr_log
 
     ref = image
     if ref is None:

@@ -35,7 +35,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ..errors import EnvgenError, SandboxError
+from ..errors import InputError, SandboxError
 from ..pack import Pack
 from ..paths import bundled
 from .base import Sandbox
@@ -57,7 +57,7 @@ def describe_tools(env_dir: str | os.PathLike, python: str | None = None) -> lis
                              capture_output=True, text=True, cwd=work, timeout=120)
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        raise EnvgenError(f"{env_dir}/tools.py: cannot derive tool schemas: {last}")
+        raise InputError(f"{env_dir}/tools.py: cannot derive tool schemas: {last}")
     return json.loads(out.stdout)
 
 
@@ -226,7 +226,7 @@ class LocalSandbox(Sandbox):
 
     def __init__(self, pack: Pack, python: str | None = None, isolation: str | None = None):
         if isolation not in (None, "namespaces", "subreaper"):
-            raise EnvgenError(f"unknown local isolation {isolation!r}; use namespaces or subreaper")
+            raise InputError(f"unknown local isolation {isolation!r}; use namespaces or subreaper")
         super().__init__(pack)
         self.python = python or sys.executable
         self.isolation = isolation

@@ -17,9 +17,10 @@ import time
 from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from ..docker_engine import engine
 from ..errors import SandboxError
 from ..pack import Pack
-from .docker import Box, Spec, _resolve_image, engine
+from .docker import Box, Spec, _resolve_image
 
 
 class WarmPool:

@@ -10,7 +10,7 @@ import json
 import re
 import sqlite3
 
-_DB = "state/corpus.sqlite"
+DB = "state/corpus.sqlite"  # the database the tools use, relative to the work dir; ToolRecorder(tools, db=...) points it elsewhere
 _CON = None
 _CON_PATH = None
 MAX_LIMIT = 20
@@ -20,10 +20,10 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 def _connect():
     """One read-only connection per process and index file (the index never changes during an episode)."""
     global _CON, _CON_PATH
-    if _CON is None or _CON_PATH != _DB:
-        con = sqlite3.connect("file:" + _DB + "?mode=ro&immutable=1", uri=True, check_same_thread=False)
+    if _CON is None or _CON_PATH != DB:
+        con = sqlite3.connect("file:" + DB + "?mode=ro&immutable=1", uri=True, check_same_thread=False)
         con.row_factory = sqlite3.Row
-        _CON, _CON_PATH = con, _DB
+        _CON, _CON_PATH = con, DB
     return _CON
 
 

@@ -326,7 +326,6 @@ def generate(workdir: Path, n_tasks: int, seed: int) -> Generated:
     tools = load_module(HERE / "tools.py", "envgen_categories.general.library_catalog_tools")
     lib = Library(db)
     scratch = Path(tempfile.mkdtemp(prefix="envgen-library-ref-"))
-    saved_db = tools._DB
     tasks = []
     try:
         for i in range(n_tasks):
@@ -336,8 +335,7 @@ def generate(workdir: Path, n_tasks: int, seed: int) -> Generated:
                 try:
                     spec, text = TEMPLATES[level](lib, rng)
                     shutil.copyfile(db, scratch / "library.db")
-                    tools._DB = str(scratch / "library.db")
-                    tb = ToolRecorder(tools)
+                    tb = ToolRecorder(tools, db=scratch / "library.db")
                     answer = solve(spec, tb)
                 except (Infeasible, ReferenceFailed, StopIteration):
                     continue
@@ -353,7 +351,6 @@ def generate(workdir: Path, n_tasks: int, seed: int) -> Generated:
                 meta={"source": "procedural", "family": FAMILY, "category": CATEGORY, "level": level,
                       "template": TEMPLATES[level].__name__, "seed": seed}))
     finally:
-        tools._DB = saved_db
         lib.con.close()
         shutil.rmtree(scratch, ignore_errors=True)
     return Generated(

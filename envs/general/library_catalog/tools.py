@@ -15,14 +15,14 @@ import sqlite3
 from contextlib import closing
 from typing import List, Optional
 
-_DB = "state/library.db"
+DB = "state/library.db"  # the database the tools use, relative to the work dir; ToolRecorder(tools, db=...) points it elsewhere
 TODAY = datetime.date(2025, 3, 14)
 LOAN_DAYS, RENEW_DAYS, MAX_RENEWALS, MAX_FINE = 21, 14, 2, 20
 LIMITS = {"standard": 3, "premium": 6}
 
 
 def _connect() -> sqlite3.Connection:
-    con = sqlite3.connect(_DB)
+    con = sqlite3.connect(DB)
     con.row_factory = sqlite3.Row
     con.execute("PRAGMA synchronous = OFF")  # the work dir is a per-episode scratch copy
     return con

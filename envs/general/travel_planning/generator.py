@@ -888,13 +888,11 @@ def generate(workdir: Path, n_tasks: int, seed: int) -> Generated:
     tools = load_module(HERE / "tools.py", "envgen_categories.general.travel_planning_tools")
     world = World(db, verifier)
     scratch = Path(tempfile.mkdtemp(prefix="envgen-travel-ref-"))
-    saved_db = tools._DB
     try:
         def run(spec: dict) -> tuple[ToolRecorder, str, int | None]:
             copy = scratch / "travel.db"
             shutil.copyfile(db, copy)
-            tools._DB = str(copy)
-            tb = ToolRecorder(tools)
+            tb = ToolRecorder(tools, db=copy)
             answer, total = solve(spec, tb)
             return tb, answer, total
 
@@ -924,7 +922,6 @@ def generate(workdir: Path, n_tasks: int, seed: int) -> Generated:
                       "template": TEMPLATES[level].__name__, "seed": seed},
             ))
     finally:
-        tools._DB = saved_db
         world.close()
         shutil.rmtree(scratch, ignore_errors=True)
     return Generated(

@@ -11,7 +11,7 @@ import sqlite3
 from contextlib import closing
 from typing import List, Literal, Optional
 
-_DB = "state/travel.db"
+DB = "state/travel.db"  # the database the tools use, relative to the work dir; ToolRecorder(tools, db=...) points it elsewhere
 _KINDS = {"hotel": ("hotels", "H-"), "restaurant": ("restaurants", "R-"),
           "attraction": ("attractions", "A-"), "transport": ("transport", "T-")}
 _MAX_LIMIT = 50
@@ -19,7 +19,7 @@ _AMENITIES = ("wifi", "breakfast", "parking", "gym", "pool", "spa", "pet-friendl
 
 
 def _connect() -> sqlite3.Connection:
-    con = sqlite3.connect(_DB)
+    con = sqlite3.connect(DB)
     con.row_factory = sqlite3.Row
     return con
 

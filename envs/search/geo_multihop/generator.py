@@ -420,30 +420,25 @@ def generate(workdir: Path, n_tasks: int, seed: int) -> Generated:
     t_entities = time.perf_counter() - t0 - t_index
 
     tools = load_module(HERE.parent / "tools.py", "envgen_categories.search.geo_multihop_tools")
-    saved = tools._DB
-    tools._DB = str(index)
     tasks: list[Task] = []
     seen: set[tuple] = set()
-    try:
-        for i in range(n_tasks):
-            template = TEMPLATES[i % len(TEMPLATES)]
-            for attempt in range(MAX_ATTEMPTS):
-                rng = random.Random(f"search-geo:{seed}:{i}:{attempt}")
-                tb = ToolRecorder(tools)
-                try:
-                    spec = template(world, rng, Nav(tb))
-                except (Infeasible, ReferenceFailed):
-                    continue
-                key = (spec["template"], spec["start"]["geonameid"], spec["answer"])
-                if key in seen:
-                    continue
-                seen.add(key)
-                break
-            else:
-                raise RuntimeError(f"geo-multihop: template {template.__name__} found no task in {MAX_ATTEMPTS} draws")
-            tasks.append(_task(spec, tb.calls, seed, i))
-    finally:
-        tools._DB = saved
+    for i in range(n_tasks):
+        template = TEMPLATES[i % len(TEMPLATES)]
+        for attempt in range(MAX_ATTEMPTS):
+            rng = random.Random(f"search-geo:{seed}:{i}:{attempt}")
+            tb = ToolRecorder(tools, db=index)
+            try:
+                spec = template(world, rng, Nav(tb))
+            except (Infeasible, ReferenceFailed):
+                continue
+            key = (spec["template"], spec["start"]["geonameid"], spec["answer"])
+            if key in seen:
+                continue
+            seen.add(key)
+            break
+        else:
+            raise RuntimeError(f"geo-multihop: template {template.__name__} found no task in {MAX_ATTEMPTS} draws")
+        tasks.append(_task(spec, tb.calls, seed, i))
     return Generated(
         name="search-geo-multihop",
         description="Long-tail multi-hop questions over an offline encyclopedia of GeoNames cities and countries "
