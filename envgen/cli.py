@@ -68,7 +68,29 @@ def _main(debug: bool = typer.Option(False, "--debug", envvar="ENVGEN_DEBUG", he
 
 
 def _emit_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+    """Write the command's one JSON document to the real stdout (see ``_json_stdout``)."""
+    stream = _state.get("stdout") or sys.stdout
+    stream.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+    stream.flush()
+
+
+@contextmanager
+def _json_stdout(enabled: bool) -> Iterator[None]:
+    """With --json, send everything else written to stdout (library prints, TRL's logs, child processes) to
+    stderr, so stdout holds only the JSON document."""
+    if not enabled:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    _state["stdout"] = os.fdopen(saved, "w", encoding="utf-8", closefd=True)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        _state.pop("stdout").close()
 
 
 @contextmanager
@@ -626,7 +648,8 @@ def pull(ref: str = typer.Argument(..., help="ORG/NAME[@REVISION]"), as_json: bo
 
 def main() -> None:
     try:
-        app()
+        with _json_stdout("--json" in sys.argv[1:]):
+            app()
     except EnvgenError as e:
         if _state["debug"]:
             raise

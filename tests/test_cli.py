@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import sys
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import typer.main
 
@@ -54,8 +56,9 @@ def test_version_comes_from_package_metadata():
 def test_every_command_takes_json():
     paths = command_paths()
     assert {("export", "swebench"), ("image", "base"), ("image", "build"), ("sandbox", "gc"), ("ls",)} <= set(paths)
-    missing = [" ".join(c) for c in paths if "--json" not in envgen(*c, "--help").stdout]
-    assert missing == []
+    with ThreadPoolExecutor(8) as pool:
+        helps = dict(zip(paths, pool.map(lambda c: envgen(*c, "--help").stdout, paths)))
+    assert [" ".join(c) for c, text in helps.items() if "--json" not in text] == []
 
 
 def test_build_validate_run_ls(travel, tmp_path):
@@ -153,7 +156,8 @@ def test_ls_searches_nested_folders(travel, tmp_path):
 def test_code_build_and_export_in_json(tmp_path):
     shas = make_calc_repo(tmp_path / "calc")
     built = json.loads(envgen("build", "code", "--from", f"git:{tmp_path / 'calc'}", "--out", str(tmp_path / "out"),
-                              "--sandbox", "local", "--store", str(tmp_path / "s.sqlite"), "--json").stdout)
+                              "--sandbox", "local", "--no-gate", "--store", str(tmp_path / "s.sqlite"),
+                              "--json").stdout)
     assert built["kept"] == 2
     ids = sorted(f"calc-{shas[c][:12]}" for c in ("fix", "power"))
     res = json.loads(envgen("export", "swebench", str(tmp_path / "out"), "--out", str(tmp_path / "x.jsonl"),
@@ -174,3 +178,27 @@ def test_docker_commands_in_json(docker_tiny_pack, tmp_path):
     assert base["tag"].startswith("envgen") and base["suite"] == "bookworm"
     gc = json.loads(envgen("sandbox", "gc", "--json").stdout)
     assert isinstance(gc["removed"], int) and gc["all"] is False
+
+
+def test_json_output_is_the_only_thing_on_stdout(tmp_path):
+    """Whatever a library or a child process prints while a --json command works goes to stderr."""
+    script = tmp_path / "noisy.py"
+    script.write_text(
+        "import os, sys\n"
+        "import envgen.families as fam\n"
+        "from envgen import cli\n"
+        "real = fam.categories\n"
+        "def noisy():\n"
+        "    print('library noise')\n"
+        "    os.system('echo child noise')\n"
+        "    return real()\n"
+        "fam.categories = noisy\n"
+        "sys.argv = ['envgen', *sys.argv[1:]]\n"
+        "cli.main()\n")
+    p = subprocess.run([sys.executable, str(script), "families", "--json"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert {c["family"] for c in json.loads(p.stdout)} >= {"general", "search"}
+    assert "library noise" in p.stderr and "child noise" in p.stderr
+    p = subprocess.run([sys.executable, str(script), "families"], capture_output=True, text=True, timeout=120)
+    assert "library noise" in p.stdout and "travel-planning" in p.stdout

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -106,14 +107,18 @@ def test_every_readme_command_exists_with_its_options():
     lines = _command_lines()
     assert len(lines) >= 17 and any(" image base " in f" {c} " for c in lines)
     env = {**os.environ, "COLUMNS": "200"}
-    seen = {}
-    for line in lines:
-        path, options = _split(line)
-        if path not in seen:
-            p = subprocess.run([sys.executable, "-m", "envgen", *path, "--help"], capture_output=True, text=True,
-                               env=env, timeout=120)
-            assert p.returncode == 0, p.stderr
-            seen[path] = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", p.stdout))
+    wanted = [(line, *_split(line)) for line in lines]
+
+    def help_options(path: tuple[str, ...]) -> set[str]:
+        p = subprocess.run([sys.executable, "-m", "envgen", *path, "--help"], capture_output=True, text=True,
+                           env=env, timeout=120)
+        assert p.returncode == 0, p.stderr
+        return set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", p.stdout))
+
+    paths = sorted({path for _, path, _ in wanted})
+    with ThreadPoolExecutor(8) as pool:
+        seen = dict(zip(paths, pool.map(help_options, paths)))
+    for line, path, options in wanted:
         assert options <= seen[path], f"README: {line!r} names {sorted(options - seen[path])}, not in --help"
 
 
