@@ -453,7 +453,7 @@ def ls(
     from .pack import load
 
     if not directory.is_dir():
-        raise EnvgenError(f"{directory}: no such directory")
+        raise EnvgenError(f"{directory}: " + ("not a directory" if directory.exists() else "no such directory"))
     rows = []
     for root in _find_packs(directory):
         rel = "." if root == directory else str(root.relative_to(directory))

@@ -150,7 +150,9 @@ def test_ls_searches_nested_folders(travel, tmp_path):
     assert "broken pack:" in p.stderr and "a/broken" not in p.stdout
     assert json.loads(envgen("ls", str(tmp_path / "three"), "--json").stdout)[0]["relative"] == "."
     p = envgen("ls", str(tmp_path / "nope"), check=False)
-    assert p.returncode == 2 and p.stderr.startswith("error: ") and p.stdout == ""
+    assert p.returncode == 2 and p.stderr.startswith("error: ") and "no such directory" in p.stderr and p.stdout == ""
+    p = envgen("ls", str(tmp_path / "three" / "pack.json"), check=False)
+    assert p.returncode == 2 and "pack.json: not a directory" in p.stderr
 
 
 def test_code_build_and_export_in_json(tmp_path):
