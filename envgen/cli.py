@@ -8,6 +8,7 @@ exit 1; see envgen/errors.py); `--debug` shows the traceback. `--json` prints ma
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +16,8 @@ from typing import Any, Iterator, List, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 from rich.table import Table
 
 from .errors import EnvgenError, InputError
@@ -41,25 +43,73 @@ WorkersOpt = typer.Option(2, "--workers", "-w", envvar="ENVGEN_WORKERS", min=1, 
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
 
 
+def _version() -> str:
+    """The installed distribution's version (package metadata), else the source tree's."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("envgen")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return __version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        out.print(f"envgen {_version()}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def _main(debug: bool = typer.Option(False, "--debug", envvar="ENVGEN_DEBUG", help="Show tracebacks on errors.")):
+def _main(debug: bool = typer.Option(False, "--debug", envvar="ENVGEN_DEBUG", help="Show tracebacks on errors."),
+          _v: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                  help="Print the version and exit.")):
     _state["debug"] = debug
 
 
 def _emit_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+    """Write the command's one JSON document to the real stdout (see ``_json_stdout``)."""
+    stream = _state.get("stdout") or sys.stdout
+    stream.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+    stream.flush()
 
 
 @contextmanager
-def _progress(label: str, total: int, enabled: bool = True) -> Iterator[Any]:
-    """A rich progress bar on stderr; yields a callback(advance) for the library functions."""
+def _json_stdout(enabled: bool) -> Iterator[None]:
+    """With --json, send everything else written to stdout (library prints, TRL's logs, child processes) to
+    stderr, so stdout holds only the JSON document."""
+    if not enabled:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    _state["stdout"] = os.fdopen(saved, "w", encoding="utf-8", closefd=True)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        _state.pop("stdout").close()
+
+
+@contextmanager
+def _progress(label: str, total: int | None, enabled: bool = True) -> Iterator[Any]:
+    """A rich progress bar on stderr with a known ``total``; yields a callback(advance) for the library functions.
+
+    When the work finishes the bar is filled: steps resumed from an earlier run do not advance it.
+    """
     if not enabled:
         yield lambda n=1: None
         return
-    cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+            TimeElapsedColumn())
     with Progress(*cols, console=err, transient=False) as bar:
         tid = bar.add_task(label, total=total)
         yield lambda n=1: bar.advance(tid, n)
+        if total is not None:
+            bar.update(tid, completed=total)
 
 
 def _table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
@@ -264,7 +314,8 @@ def check(
 
     p = open_pack(pack)
     plot = plot or p.root.parent / f"{p.root.name}-passrates.png"
-    with _progress(f"check {p.manifest.name}", total=None, enabled=not as_json) as advance:
+    with _progress(f"check {p.manifest.name}: rollouts (at most tasks x k; stops early)", total=len(p.tasks) * k,
+                   enabled=not as_json) as advance:
         report = run_check_cmd(str(p.root), policy, k=k, keep=keep, out=out_dir, workers=workers, executor=executor,
                                sandbox=sandbox, seed=seed, store_url=store, plot=plot, ray_address=ray_address,
                                judge=judge, progress=advance)
@@ -302,8 +353,10 @@ def eval_(
 ):
     """pass@k of one or more policies on a seeded sample of tasks (unbiased estimator)."""
     from .check import evaluate
+    from .pack import open_pack
 
-    with _progress("eval", total=None, enabled=not as_json) as advance:
+    total = len(policy) * min(sample, len(open_pack(pack).tasks)) * k
+    with _progress("eval (rollouts)", total=total, enabled=not as_json) as advance:
         report = evaluate(pack, policy, sample=sample, k=k, seed=seed, workers=workers, executor=executor,
                           sandbox=sandbox, store_url=store, ray_address=ray_address, judge=judge, progress=advance)
     if as_json:
@@ -379,38 +432,55 @@ def run(
         out.print(format_transcript(t), markup=False, highlight=False)
 
 
+def _find_packs(directory: Path) -> list[Path]:
+    """Pack roots at or below ``directory``, sorted; neither hidden folders nor a pack's own files are searched."""
+    from .pack import MANIFEST
+
+    found = []
+    for root, dirs, files in os.walk(directory):
+        if MANIFEST in files:
+            found.append(Path(root))
+            dirs.clear()
+            continue
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "node_modules")]
+    return sorted(found)
+
+
 @app.command("ls")
 def ls(
-    directory: Path = typer.Argument(Path("."), help="A pack, or a directory holding packs."),
+    directory: Path = typer.Argument(Path("."), help="A pack, or a directory searched recursively for packs."),
     as_json: bool = JsonOpt,
 ):
-    """List the packs under a directory."""
-    from .pack import MANIFEST, load
+    """List the packs at or below a directory (nested folders included)."""
+    from .pack import load
 
-    if not directory.exists():
-        raise InputError(f"{directory}: no such directory")
-    roots = [directory] if (directory / MANIFEST).is_file() else sorted(
-        p.parent for p in directory.glob(f"*/{MANIFEST}"))
+    if not directory.is_dir():
+        raise InputError(f"{directory}: " + ("not a directory" if directory.exists() else "no such directory"))
     rows = []
-    for root in roots:
+    for root in _find_packs(directory):
+        rel = "." if root == directory else str(root.relative_to(directory))
         try:
             p = load(root)
         except EnvgenError as e:
-            rows.append({"path": str(root), "error": str(e)})
+            rows.append({"path": str(root), "relative": rel, "error": str(e)})
             continue
         m = p.manifest
-        rows.append({"path": str(root), "name": m.name, "family": m.family, "category": m.category,
-                     "tasks": len(p.tasks), "tools": len(m.tools), "version": m.version})
+        rows.append({"path": str(root), "relative": rel, "name": m.name, "family": m.family,
+                     "category": m.category, "tasks": len(p.tasks), "tools": len(m.tools), "version": m.version})
     if as_json:
         _emit_json(rows)
         return
     if not rows:
-        out.print(f"no packs under {directory}")
+        out.print(f"no packs under {directory}", markup=False, highlight=False)
         return
-    out.print(_table(str(directory), ["path", "name", "family/category", "tasks", "tools", "version"],
-                     [[r["path"], r.get("name", "[broken] " + r.get("error", "")), f"{r.get('family', '')}/"
-                       f"{r.get('category', '')}", r.get("tasks", ""), r.get("tools", ""),
-                       r.get("version", "")[:19]] for r in rows]))
+    ok = [r for r in rows if "error" not in r]
+    out.print(_table(f"{len(ok)} pack(s) under {directory}", ["path", "name", "family/category", "tasks", "tools",
+                                                              "version"],
+                     [[r["relative"], r["name"], f"{r['family']}/{r['category'] or '-'}", r["tasks"], r["tools"],
+                       r["version"].removeprefix("sha256:")[:12]] for r in ok]))
+    for r in rows:
+        if "error" in r:
+            err.print(f"broken pack: {r['error']}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -430,12 +500,17 @@ def families(as_json: bool = JsonOpt):
 def export_swebench_cmd(
     pack: Path = typer.Argument(..., help="A code pack, or a `envgen build code` output folder."),
     out_file: Optional[Path] = typer.Option(None, "--out", "-o", help="JSONL file to write (default: stdout)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document: the file written and the instance "
+                                 "ids, or (without --out) the instances themselves."),
 ):
     """Write code packs back as SWE-bench JSONL (instance_id, patch, test_patch, FAIL_TO_PASS, ...)."""
     from .code import export_swebench
 
     rows = export_swebench(pack, out_file)
-    if out_file is None:
+    if as_json:
+        _emit_json({"out": str(out_file) if out_file else None, "instances": len(rows),
+                    "instance_ids": [r["instance_id"] for r in rows], **({} if out_file else {"rows": rows})})
+    elif out_file is None:
         for row in rows:
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
     else:
@@ -498,30 +573,43 @@ def corpus_entities(
 def image_base(
     suite: str = typer.Option("bookworm", "--suite", help="Debian suite: bullseye (3.9), bookworm (3.11), trixie (3.13)."),
     toolchain: List[str] = typer.Option([], "--toolchain", help="Extra toolchain layer: node, go, jdk, gcc, php."),
+    as_json: bool = JsonOpt,
 ):
     """Build (or reuse) an offline base image: debootstrap + docker import, tagged by recipe hash."""
     from .images import build_base
 
     tag = build_base(suite, toolchain, log=lambda m: err.print(m, markup=False, highlight=False))
-    out.print(tag)
+    if as_json:
+        _emit_json({"tag": tag, "suite": suite, "toolchains": toolchain})
+    else:
+        out.print(tag, markup=False, highlight=False)
 
 
 @image_app.command("build")
-def image_build(pack: Path = typer.Argument(..., help="Pack directory.")):
+def image_build(pack: Path = typer.Argument(..., help="Pack directory."), as_json: bool = JsonOpt):
     """Build the pack's image (base -> family -> pack) and record its tag and digest in pack.json."""
     from .images import build_pack_image
     from .pack import load
 
     p = build_pack_image(load(pack), log=lambda m: err.print(m, markup=False, highlight=False))
-    out.print(f"{p.manifest.image.tag} {p.manifest.image.digest}")
+    if as_json:
+        _emit_json({"pack": str(p.root), "base": p.manifest.image.base, "tag": p.manifest.image.tag,
+                    "digest": p.manifest.image.digest})
+    else:
+        out.print(f"{p.manifest.image.tag} {p.manifest.image.digest}", markup=False, highlight=False)
 
 
 @sandbox_app.command("gc")
-def sandbox_gc(all_: bool = typer.Option(False, "--all", help="Also remove containers of live envgen processes.")):
+def sandbox_gc(all_: bool = typer.Option(False, "--all", help="Also remove containers of live envgen processes."),
+               as_json: bool = JsonOpt):
     """Remove leftover envgen sandbox containers (e.g. after a killed process)."""
     from .sandbox.docker import gc
 
-    out.print(f"removed {gc(all=all_)} container(s)")
+    removed = gc(all=all_)
+    if as_json:
+        _emit_json({"removed": removed, "all": all_})
+    else:
+        out.print(f"removed {removed} container(s)")
 
 
 # ----------------------------------------------------------------------------- hub
@@ -562,7 +650,8 @@ def pull(ref: str = typer.Argument(..., help="ORG/NAME[@REVISION]"), as_json: bo
 
 def main() -> None:
     try:
-        app()
+        with _json_stdout("--json" in sys.argv[1:]):
+            app()
     except EnvgenError as e:
         if _state["debug"]:
             raise

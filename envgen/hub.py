@@ -269,25 +269,54 @@ def _size_category(n: int) -> str:
     return "10M<n<100M"
 
 
-def pass_rate_stats(tasks: list[Task]) -> dict[str, Any] | None:
-    """Summary of the pass check's per-task stats (``pass_rate``, or ``passes``/``rollouts``), if any task has them."""
-    rates = []
+def _check_stats(task: Task) -> dict[str, dict[str, Any]]:
+    """The pass check's stats of one task by policy: ``stats.check.<policy>``, or a single ``stats.check`` naming
+    its ``policy`` (packs checked before stats were kept per policy)."""
+    check = task.stats.get("check")
+    if not isinstance(check, dict):
+        return {}
+    if "rollouts" in check or "pass_rate" in check:
+        return {str(check.get("policy", "unknown")): check}
+    return {str(policy): s for policy, s in check.items() if isinstance(s, dict)}
+
+
+def pass_rate_stats(tasks: list[Task]) -> dict[str, dict[str, Any]]:
+    """Per policy, a summary of the pass-rates ``envgen check`` recorded: tasks checked, rollouts, mean, min, max,
+    tasks solved at least once and a histogram. Empty when no task was checked."""
+    rates: dict[str, list[float]] = {}
+    rollouts: dict[str, int] = {}
     for t in tasks:
-        s = t.stats
-        if isinstance(s.get("pass_rate"), (int, float)):
-            rates.append(float(s["pass_rate"]))
-        elif isinstance(s.get("passes"), (int, float)) and isinstance(s.get("rollouts"), (int, float)):
-            if s["rollouts"] > 0:
-                rates.append(s["passes"] / s["rollouts"])
+        for policy, s in _check_stats(t).items():
+            n = s.get("rollouts")
+            if not isinstance(n, int) or n <= 0:
+                continue  # decided without a rollout (e.g. resumed at k=0): no rate to report
+            rate = s.get("pass_rate")
+            if not isinstance(rate, (int, float)):
+                rate = s.get("passes", 0) / n
+            rates.setdefault(policy, []).append(float(rate))
+            rollouts[policy] = rollouts.get(policy, 0) + n
+    out: dict[str, dict[str, Any]] = {}
+    for policy, rs in sorted(rates.items()):
+        bins = {"0": 0, "(0, 0.25]": 0, "(0.25, 0.5]": 0, "(0.5, 0.75]": 0, "(0.75, 1]": 0}
+        for r in rs:
+            key = "0" if r <= 0 else "(0, 0.25]" if r <= 0.25 else "(0.25, 0.5]" if r <= 0.5 else \
+                "(0.5, 0.75]" if r <= 0.75 else "(0.75, 1]"
+            bins[key] += 1
+        out[policy] = {"tasks_checked": len(rs), "rollouts": rollouts[policy], "mean": round(sum(rs) / len(rs), 4),
+                       "min": round(min(rs), 4), "max": round(max(rs), 4), "solved": sum(r > 0 for r in rs),
+                       "histogram": bins}
+    return out
+
+
+def _pass_rate_section(rates: dict[str, dict[str, Any]]) -> str:
     if not rates:
-        return None
-    bins = {"0": 0, "(0, 0.25]": 0, "(0.25, 0.5]": 0, "(0.5, 0.75]": 0, "(0.75, 1]": 0}
-    for r in rates:
-        key = "0" if r <= 0 else "(0, 0.25]" if r <= 0.25 else "(0.25, 0.5]" if r <= 0.5 else \
-            "(0.5, 0.75]" if r <= 0.75 else "(0.75, 1]"
-        bins[key] += 1
-    return {"tasks_checked": len(rates), "mean": round(sum(rates) / len(rates), 4), "min": round(min(rates), 4),
-            "max": round(max(rates), 4), "solved": sum(r > 0 for r in rates), "histogram": bins}
+        return ("## Pass rates\n\nNo pass check recorded: run `envgen check PACK --policy P` before publishing to "
+                "show pass rates here.\n\n")
+    rows = "".join(f"| `{policy}` | {r['tasks_checked']} | {r['rollouts']} | {r['mean']} | {r['min']} | {r['max']} "
+                   f"| {r['solved']} |\n" for policy, r in rates.items())
+    return ("## Pass rates\n\nRecorded by `envgen check` (rollouts stop once a task's keep/drop decision is known).\n\n"
+            "| policy | tasks checked | rollouts | mean pass rate | min | max | solved at least once |\n"
+            f"|---|---|---|---|---|---|---|\n{rows}\n")
 
 
 def hub_card(pack: Pack, repo: str, license: str | None = None) -> str:
@@ -316,9 +345,8 @@ def hub_card(pack: Pack, repo: str, license: str | None = None) -> str:
         "envgen": envgen_meta,
     }
     hist = ", ".join(f"{k}: {v}" for k, v in st["difficulty"].items()) or "none"
-    rate_line = "" if not rates else (
-        f"| pass rate | mean {rates['mean']} over {rates['tasks_checked']} checked tasks "
-        f"(min {rates['min']}, max {rates['max']}, {rates['solved']} solved at least once) |\n")
+    rate_line = "".join(f"| pass rate (`{policy}`) | mean {r['mean']} over {r['tasks_checked']} tasks |\n"
+                        for policy, r in rates.items())
     tools = "\n".join(f"- `{t.name}`: {t.function.description.splitlines()[0] if t.function.description else ''}"
                       for t in m.tools)
     return (
@@ -336,6 +364,7 @@ def hub_card(pack: Pack, repo: str, license: str | None = None) -> str:
         f'env = gym.make("envgen/Pack-v0", pack="hf://{repo}")\n```\n\n'
         "```python\nfrom datasets import load_dataset\n\n"
         f'tasks = load_dataset("{repo}", split="train")  # the task table, `prompt` in chat format\n```\n\n'
+        f"{_pass_rate_section(rates)}"
         f"## Tools\n\n{tools}\n\n"
         "## Files\n\n"
         f"- `{DATA_FILE}`: one row per task: `id`, `prompt` (chat messages), `tools` (null: all), `verifier` "

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
+import typer.main
+
+from envgen.cli import app
+
+try:
+    from .code_repo import make_calc_repo
+except ImportError:  # tests/ is not a package: pytest puts it on sys.path
+    from code_repo import make_calc_repo
 
 
 def envgen(*args: str, cwd=None, check: bool = True) -> subprocess.CompletedProcess:
@@ -26,6 +38,27 @@ def travel(tmp_path_factory):
                                 "--tasks", "20", "--json").stdout)
     assert summary["kept"] == summary["proposed"] == 20
     return out, summary
+
+
+def command_paths(group=None, prefix=()) -> list[tuple[str, ...]]:
+    """Every runnable command of the CLI, e.g. ("build",), ("image", "base")."""
+    group = group or typer.main.get_command(app)
+    paths = []
+    for name, cmd in sorted(group.commands.items()):
+        paths += command_paths(cmd, (*prefix, name)) if hasattr(cmd, "commands") else [(*prefix, name)]
+    return paths
+
+
+def test_version_comes_from_package_metadata():
+    assert envgen("--version").stdout.strip() == f"envgen {importlib.metadata.version('envgen')}"
+
+
+def test_every_command_takes_json():
+    paths = command_paths()
+    assert {("export", "swebench"), ("image", "base"), ("image", "build"), ("sandbox", "gc"), ("ls",)} <= set(paths)
+    with ThreadPoolExecutor(8) as pool:
+        helps = dict(zip(paths, pool.map(lambda c: envgen(*c, "--help").stdout, paths)))
+    assert [" ".join(c) for c, text in helps.items() if "--json" not in text] == []
 
 
 def test_build_validate_run_ls(travel, tmp_path):
@@ -83,3 +116,91 @@ def test_train_errors_are_one_line(travel):
     out, _ = travel
     p = envgen("train", "--pack", str(out), "--model", "x", "--set", "nonsense", check=False)
     assert p.returncode == 2 and "--set 'nonsense': write KEY=VALUE" in p.stderr
+
+
+def test_progress_bars_show_their_totals(travel, tmp_path):
+    """Without --json, long commands draw a rich bar on stderr whose total is known up front (N/N at the end)."""
+    out, _ = travel
+    assert "20/20" in envgen("validate", str(out)).stderr
+    pack = tmp_path / "travel"
+    shutil.copytree(out, pack)
+    p = envgen("check", str(pack), "--policy", "oracle", "--k", "5", "--store", str(tmp_path / "s.sqlite"),
+               "--plot", str(tmp_path / "h.png"))
+    assert "rollouts (at most tasks x k; stops early)" in p.stderr and "100/100" in p.stderr
+    p = envgen("eval", str(pack), "--policy", "oracle", "--policy", "null", "--sample", "3", "--k", "2",
+               "--store", str(tmp_path / "s.sqlite"))
+    assert "12/12" in p.stderr and "pass@2" in p.stdout
+    assert "4/4" in envgen("build", "general", "--category", "travel-planning", "--tasks", "4",
+                           "--out", str(tmp_path / "small")).stderr
+
+
+def test_ls_searches_nested_folders(travel, tmp_path):
+    out, _ = travel
+    for rel in ("a/one", "a/b/c/two", "three", ".hidden/four"):
+        shutil.copytree(out, tmp_path / rel)
+    shutil.copytree(out, tmp_path / "a" / "one" / "env" / "inner")  # inside a pack: not searched
+    (tmp_path / "a" / "broken").mkdir()
+    (tmp_path / "a" / "broken" / "pack.json").write_text("{")
+    rows = json.loads(envgen("ls", str(tmp_path), "--json").stdout)
+    assert [r["relative"] for r in rows] == ["a/b/c/two", "a/broken", "a/one", "three"]
+    assert all(r["tasks"] == 20 and r["family"] == "general" for r in rows if r["relative"] != "a/broken")
+    assert "pack.json" in rows[1]["error"]
+    p = envgen("ls", str(tmp_path))
+    assert "3 pack(s) under" in p.stdout and "a/b/c/two" in p.stdout and "general/travel-planning" in p.stdout
+    assert "broken pack:" in p.stderr and "a/broken" not in p.stdout
+    assert json.loads(envgen("ls", str(tmp_path / "three"), "--json").stdout)[0]["relative"] == "."
+    p = envgen("ls", str(tmp_path / "nope"), check=False)
+    assert p.returncode == 2 and p.stderr.startswith("error: ") and "no such directory" in p.stderr and p.stdout == ""
+    p = envgen("ls", str(tmp_path / "three" / "pack.json"), check=False)
+    assert p.returncode == 2 and "pack.json: not a directory" in p.stderr
+
+
+def test_code_build_and_export_in_json(tmp_path):
+    shas = make_calc_repo(tmp_path / "calc")
+    built = json.loads(envgen("build", "code", "--from", f"git:{tmp_path / 'calc'}", "--out", str(tmp_path / "out"),
+                              "--sandbox", "local", "--no-gate", "--store", str(tmp_path / "s.sqlite"),
+                              "--json").stdout)
+    assert built["kept"] == 2
+    ids = sorted(f"calc-{shas[c][:12]}" for c in ("fix", "power"))
+    res = json.loads(envgen("export", "swebench", str(tmp_path / "out"), "--out", str(tmp_path / "x.jsonl"),
+                            "--json").stdout)
+    assert res["instances"] == 2 and sorted(res["instance_ids"]) == ids and "rows" not in res
+    assert sorted(json.loads(line)["instance_id"] for line in (tmp_path / "x.jsonl").read_text().splitlines()) == ids
+    res = json.loads(envgen("export", "swebench", str(tmp_path / "out"), "--json").stdout)
+    assert res["out"] is None and sorted(r["instance_id"] for r in res["rows"]) == ids
+
+
+@pytest.mark.docker
+def test_docker_commands_in_json(docker_tiny_pack, tmp_path):
+    pack = tmp_path / "tiny"
+    shutil.copytree(docker_tiny_pack.root, pack)
+    built = json.loads(envgen("image", "build", str(pack), "--json").stdout)
+    assert built["tag"] == docker_tiny_pack.manifest.image.tag and built["digest"].startswith("sha256:")
+    base = json.loads(envgen("image", "base", "--suite", "bookworm", "--json").stdout)
+    assert base["tag"].startswith("envgen") and base["suite"] == "bookworm"
+    gc = json.loads(envgen("sandbox", "gc", "--json").stdout)
+    assert isinstance(gc["removed"], int) and gc["all"] is False
+
+
+def test_json_output_is_the_only_thing_on_stdout(tmp_path):
+    """Whatever a library or a child process prints while a --json command works goes to stderr."""
+    script = tmp_path / "noisy.py"
+    script.write_text(
+        "import os, sys\n"
+        "import envgen.families as fam\n"
+        "from envgen import cli\n"
+        "real = fam.categories\n"
+        "def noisy():\n"
+        "    print('library noise')\n"
+        "    os.system('echo child noise')\n"
+        "    return real()\n"
+        "fam.categories = noisy\n"
+        "sys.argv = ['envgen', *sys.argv[1:]]\n"
+        "cli.main()\n")
+    p = subprocess.run([sys.executable, str(script), "families", "--json"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert {c["family"] for c in json.loads(p.stdout)} >= {"general", "search"}
+    assert "library noise" in p.stderr and "child noise" in p.stderr
+    p = subprocess.run([sys.executable, str(script), "families"], capture_output=True, text=True, timeout=120)
+    assert "library noise" in p.stdout and "travel-planning" in p.stdout

@@ -138,15 +138,58 @@ def test_dry_run_refuses_a_foreign_folder_an_empty_pack_and_an_unsaved_one(tiny_
     assert "does not match the content" in _one_line(e)
 
 
-def test_card_reports_pass_rates(tiny_pack):
-    rates = [{"rollouts": 4, "passes": 0, "pass_rate": 0.0}, {"rollouts": 4, "passes": 2, "pass_rate": 0.5},
-             {"rollouts": 2, "passes": 2}]
-    tasks = [t.model_copy(update={"stats": s}) for t, s in zip(tiny_pack.tasks, rates)]
-    meta = _front_matter(hub.hub_card(tiny_pack.with_tasks(tasks), "org/tiny"))
-    assert meta["envgen"]["pass_rate"] == {
-        "tasks_checked": 3, "mean": 0.5, "min": 0.0, "max": 1.0, "solved": 2,
-        "histogram": {"0": 1, "(0, 0.25]": 0, "(0.25, 0.5]": 1, "(0.5, 0.75]": 0, "(0.75, 1]": 1}}
-    assert "pass_rate" not in _front_matter(hub.hub_card(tiny_pack, "org/tiny"))["envgen"]
+def _cli(*args: str) -> str:
+    """`envgen ARGS` as a user runs it; returns stdout."""
+    p = subprocess.run([sys.executable, "-m", "envgen", *args], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "COLUMNS": "200"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout
+
+
+def _written_policies(pack_dir) -> set[str]:
+    """The policies whose pass-check stats `envgen check` wrote into a pack's tasks.jsonl (either stats shape)."""
+    found = set()
+    for line in (pack_dir / "tasks.jsonl").read_text().splitlines():
+        check = json.loads(line)["stats"]["check"]
+        found |= {check["policy"]} if "policy" in check else set(check)
+    return found
+
+
+def _published_card(pack_dir, tmp_path, name: str) -> tuple[dict, str]:
+    res = json.loads(_cli("publish", str(pack_dir), "--repo", f"org/{name}", "--dry-run", str(tmp_path / name),
+                          "--json"))
+    assert res["dry_run"]
+    text = (tmp_path / name / "README.md").read_text()
+    return _front_matter(text), text
+
+
+def test_card_shows_the_pass_rates_envgen_check_wrote(tiny_pack, tmp_path):
+    n = len(tiny_pack.tasks)
+    store, plot = str(tmp_path / "state.sqlite"), str(tmp_path / "h.png")
+    _cli("check", str(tiny_pack.root), "--policy", "oracle", "--k", "4", "--out", str(tmp_path / "a"),
+         "--store", store, "--plot", plot, "--json")
+    meta, text = _published_card(tmp_path / "a", tmp_path, "checked-once")
+    oracle = {"tasks_checked": n, "rollouts": n, "mean": 1.0, "min": 1.0, "max": 1.0, "solved": n,
+              "histogram": {"0": 0, "(0, 0.25]": 0, "(0.25, 0.5]": 0, "(0.5, 0.75]": 0, "(0.75, 1]": n}}
+    assert meta["envgen"]["pass_rate"] == {"oracle": oracle}
+    assert f"| `oracle` | {n} | {n} | 1.0 | 1.0 | 1.0 | {n} |" in text
+
+    # null never passes: a band reaching up to 0.99 keeps every task after one rollout, so all go on to `b`
+    _cli("check", str(tmp_path / "a"), "--policy", "null", "--k", "4", "--keep", "band:0,0.99",
+         "--out", str(tmp_path / "b"), "--store", store, "--plot", plot, "--json")
+    meta, text = _published_card(tmp_path / "b", tmp_path, "checked-twice")
+    null = {"tasks_checked": n, "rollouts": n, "mean": 0.0, "min": 0.0, "max": 0.0, "solved": 0,
+            "histogram": {"0": n, "(0, 0.25]": 0, "(0.25, 0.5]": 0, "(0.5, 0.75]": 0, "(0.75, 1]": 0}}
+    expected = {"oracle": oracle, "null": null}
+    policies = _written_policies(tmp_path / "b")  # null's, and oracle's too where stats are kept per policy
+    assert "null" in policies and meta["envgen"]["pass_rate"] == {p: expected[p] for p in policies}
+    assert f"| `null` | {n} | {n} | 0.0 | 0.0 | 0.0 | 0 |" in text and "| pass rate (`null`) | mean 0.0 over" in text
+
+
+def test_card_of_an_unchecked_pack_says_so(tiny_pack):
+    text = hub.hub_card(tiny_pack, "org/tiny")
+    assert "pass_rate" not in _front_matter(text)["envgen"]
+    assert "No pass check recorded" in text and "| pass rate" not in text
 
 
 # ---------------------------------------------------------------------------- publish and pull
