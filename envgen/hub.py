@@ -47,6 +47,7 @@ from huggingface_hub.utils import validate_repo_id
 from huggingface_hub.utils.sha import git_hash, sha_fileobj
 
 from .errors import EnvgenError, PackError
+from .paths import cache_dir
 from .pack import (CARD, ENV, HIDDEN, MANIFEST, TASKS, Pack, Task, _files, _swap_into_place, load, task_stats,
                    verify_hash)
 
@@ -269,18 +270,7 @@ def _size_category(n: int) -> str:
     return "10M<n<100M"
 
 
-def pass_rate_stats(tasks: list[Task]) -> dict[str, Any] | None:
-    """Summary of the pass check's per-task stats (``pass_rate``, or ``passes``/``rollouts``), if any task has them."""
-    rates = []
-    for t in tasks:
-        s = t.stats
-        if isinstance(s.get("pass_rate"), (int, float)):
-            rates.append(float(s["pass_rate"]))
-        elif isinstance(s.get("passes"), (int, float)) and isinstance(s.get("rollouts"), (int, float)):
-            if s["rollouts"] > 0:
-                rates.append(s["passes"] / s["rollouts"])
-    if not rates:
-        return None
+def _summary(rates: list[float]) -> dict[str, Any]:
     bins = {"0": 0, "(0, 0.25]": 0, "(0.25, 0.5]": 0, "(0.5, 0.75]": 0, "(0.75, 1]": 0}
     for r in rates:
         key = "0" if r <= 0 else "(0, 0.25]" if r <= 0.25 else "(0.25, 0.5]" if r <= 0.5 else \
@@ -288,6 +278,24 @@ def pass_rate_stats(tasks: list[Task]) -> dict[str, Any] | None:
         bins[key] += 1
     return {"tasks_checked": len(rates), "mean": round(sum(rates) / len(rates), 4), "min": round(min(rates), 4),
             "max": round(max(rates), 4), "solved": sum(r > 0 for r in rates), "histogram": bins}
+
+
+def pass_rate_stats(tasks: list[Task]) -> dict[str, dict[str, Any]] | None:
+    """Per policy, a summary of the pass check's per-task stats (``stats["check"][POLICY]``), if any task has them."""
+    rates: dict[str, list[float]] = {}
+    for t in tasks:
+        by_policy = t.stats.get("check")
+        if not isinstance(by_policy, dict):
+            continue
+        for policy, s in by_policy.items():
+            if not isinstance(s, dict):
+                continue
+            if isinstance(s.get("pass_rate"), (int, float)):
+                rates.setdefault(policy, []).append(float(s["pass_rate"]))
+            elif isinstance(s.get("passes"), (int, float)) and isinstance(s.get("rollouts"), (int, float)) \
+                    and s["rollouts"] > 0:
+                rates.setdefault(policy, []).append(s["passes"] / s["rollouts"])
+    return {policy: _summary(r) for policy, r in sorted(rates.items())} or None
 
 
 def hub_card(pack: Pack, repo: str, license: str | None = None) -> str:
@@ -316,9 +324,10 @@ def hub_card(pack: Pack, repo: str, license: str | None = None) -> str:
         "envgen": envgen_meta,
     }
     hist = ", ".join(f"{k}: {v}" for k, v in st["difficulty"].items()) or "none"
-    rate_line = "" if not rates else (
-        f"| pass rate | mean {rates['mean']} over {rates['tasks_checked']} checked tasks "
-        f"(min {rates['min']}, max {rates['max']}, {rates['solved']} solved at least once) |\n")
+    rate_line = "".join(
+        f"| pass rate (`{policy}`) | mean {r['mean']} over {r['tasks_checked']} checked tasks "
+        f"(min {r['min']}, max {r['max']}, {r['solved']} solved at least once) |\n"
+        for policy, r in (rates or {}).items())
     tools = "\n".join(f"- `{t.name}`: {t.function.description.splitlines()[0] if t.function.description else ''}"
                       for t in m.tools)
     return (
@@ -481,8 +490,7 @@ def publish(pack: Pack | str | os.PathLike, repo: str, *, private: bool = False,
 
 
 def _packs_dir() -> Path:
-    base = os.environ.get("ENVGEN_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "envgen"
-    return Path(base) / "hub"
+    return cache_dir() / "hub"
 
 
 def _materialize(snapshot: Path, dest: Path) -> None:

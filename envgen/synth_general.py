@@ -64,7 +64,8 @@ from .paths import bundled
 from .redteam import gate
 from .sandbox import Sandbox, open_sandbox
 from .search import SearchBackend, SearchTool, get_backend
-from .store import Store, cache_dir
+from .paths import cache_dir
+from .store import Store
 
 GENERATOR = "envgen.synth_general/1"
 DB_PATH = "env/state/db.sqlite"

@@ -134,17 +134,23 @@ def test_dry_run_refuses_a_foreign_folder_an_empty_pack_and_an_unsaved_one(tiny_
     (tiny_pack.root / "env" / "tools.py").write_text("# edited after save\n")
     with pytest.raises(PackError) as e:
         hub.publish(tiny_pack, "org/tiny", dry_run=tmp_path / "x")
-    assert "does not match the content" in _one_line(e)
+    assert "modified since it was saved" in _one_line(e)
 
 
 def test_card_reports_pass_rates(tiny_pack):
+    from envgen.check import with_check_stats
+
     rates = [{"rollouts": 4, "passes": 0, "pass_rate": 0.0}, {"rollouts": 4, "passes": 2, "pass_rate": 0.5},
              {"rollouts": 2, "passes": 2}]
-    tasks = [t.model_copy(update={"stats": s}) for t, s in zip(tiny_pack.tasks, rates)]
-    meta = _front_matter(hub.hub_card(tiny_pack.with_tasks(tasks), "org/tiny"))
-    assert meta["envgen"]["pass_rate"] == {
+    tasks = [with_check_stats(t, "oracle", s) for t, s in zip(tiny_pack.tasks, rates)]
+    tasks[0] = with_check_stats(tasks[0], "null", {"rollouts": 4, "passes": 0, "pass_rate": 0.0})
+    card = hub.hub_card(tiny_pack.with_tasks(tasks), "org/tiny")
+    meta = _front_matter(card)
+    assert meta["envgen"]["pass_rate"]["oracle"] == {
         "tasks_checked": 3, "mean": 0.5, "min": 0.0, "max": 1.0, "solved": 2,
         "histogram": {"0": 1, "(0, 0.25]": 0, "(0.25, 0.5]": 1, "(0.5, 0.75]": 0, "(0.75, 1]": 1}}
+    assert meta["envgen"]["pass_rate"]["null"]["tasks_checked"] == 1
+    assert "| pass rate (`oracle`) | mean 0.5 over 3 checked tasks" in card
     assert "pass_rate" not in _front_matter(hub.hub_card(tiny_pack, "org/tiny"))["envgen"]
 
 
@@ -283,7 +289,7 @@ def test_corrupted_download_is_refused(tiny_pack, fake_hub, request, tmp_path):
     with pytest.raises(PackError) as e:
         hub.pull(repo)
     msg = _one_line(e)
-    assert f"hf://{repo}@{res.commit}" in msg and "does not match the content" in msg and "refusing" in msg
+    assert f"hf://{repo}@{res.commit}" in msg and "modified since it was saved" in msg and "refusing" in msg
     assert not (tmp_path / "envgen-cache" / "hub" / repo.replace("/", "--") / res.commit).exists()
 
 
@@ -295,7 +301,7 @@ def test_a_repo_edited_outside_publish_is_refused_but_older_commits_still_load(t
         path_in_repo="hidden/verify.py", repo_id=repo, repo_type="dataset")
     with pytest.raises(PackError) as e:
         hub.pull(repo)
-    assert "does not match the content" in _one_line(e)
+    assert "modified since it was saved" in _one_line(e)
     assert hub.pull(f"{repo}@{first.commit}").manifest.version == tiny_pack.manifest.version
 
 

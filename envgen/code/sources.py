@@ -388,7 +388,7 @@ class GitHubSource:
 
 
 def _default_cache() -> Path:
-    from ..store import cache_dir
+    from ..paths import cache_dir
 
     return cache_dir() / "code"
 
