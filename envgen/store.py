@@ -175,7 +175,7 @@ class ErrorRecord(Base):
 def store_url(url_or_path: str | os.PathLike | None = None) -> str:
     """A SQLAlchemy URL from a URL, a file path (SQLite), or None: ``ENVGEN_STORE``, else
     ``state.sqlite`` in the cache dir (``ENVGEN_CACHE``, default ``~/.cache/envgen``)."""
-    value = url_or_path if url_or_path is not None else os.environ.get("ENVGEN_STORE")
+    value = url_or_path if url_or_path is not None else (os.environ.get("ENVGEN_STORE") or None)
     if value is None:
         value = cache_dir() / "state.sqlite"
     text = os.fspath(value)
