@@ -4,8 +4,9 @@ A *worker* owns one PackEnv (so one sandbox) and one policy instance and runs ro
 with the index's fixed seed. Executors run workers concurrently: ``local`` is a thread pool in this
 process (the sandboxes are processes or containers, and model calls are HTTP or a batched local
 model, so threads keep every core busy without pickling envs), ``ray`` runs the same workers as Ray
-actors on a cluster. Every finished rollout is recorded in the state store at once, so an interrupted
-check resumes from what it already spent.
+actors on a cluster. Every finished rollout is recorded in the state store at once, keyed by the pack's
+content hash, the policy, the sandbox backend and image, and the seed, so an interrupted check resumes
+from what it already spent and a changed pack or backend never reuses another's results.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import pack as packmod
+from .docker_engine import docker_available
 from .errors import EnvgenError, InputError
 from .gym import PackEnv
+from .images import pack_image_tag
 from .ledger import RolloutLedger
 from .passcheck import (AtLeastOnce, Band, Outcome, Rule, Scheduler, parse_rule, pass_at_k, rollout_seed,
                         rule_name, run_check)
@@ -143,6 +146,7 @@ def make_executor(kind: str, pack_ref: str, policy_spec: str, *, sandbox: str, s
 @dataclass
 class CheckReport:
     pack: packmod.Pack
+    """The checked pack, its tasks carrying this check's stats (on disk only with write_stats)."""
     rule: Rule
     policy: str
     stats: dict[str, dict]
@@ -151,6 +155,9 @@ class CheckReport:
     seconds: float
     kept_pack: packmod.Pack | None = None
     plot: Path | None = None
+    sandbox: str = "local"
+    image: str = ""
+    stats_written: bool = False
 
     @property
     def kept(self) -> list[str]:
@@ -158,31 +165,65 @@ class CheckReport:
 
     def summary(self) -> dict[str, Any]:
         n = len(self.stats)
-        return {"pack": str(self.pack.root), "policy": self.policy, "rule": rule_name(self.rule), "k": self.rule.k,
+        return {"pack": str(self.pack.root), "version": self.pack.manifest.version, "policy": self.policy,
+                "sandbox": self.sandbox, "image": self.image or None, "rule": rule_name(self.rule), "k": self.rule.k,
                 "tasks": n, "kept": len(self.kept), "dropped": n - len(self.kept),
                 "rollouts": sum(s["rollouts"] for s in self.stats.values()), "rollouts_this_run": self.rollouts_spent,
                 "resumed_rollouts": self.resumed, "naive_rollouts": n * self.rule.k, "seconds": round(self.seconds, 2),
                 "kept_pack": str(self.kept_pack.root) if self.kept_pack else None,
-                "plot": str(self.plot) if self.plot else None}
+                "stats_written": self.stats_written, "plot": str(self.plot) if self.plot else None}
+
+
+def rollout_backend(pack: packmod.Pack, sandbox: str) -> tuple[str, str]:
+    """The backend rollouts really run in (``auto`` resolved) and, for Docker, the image's recipe digest.
+
+    The digest is the pack image's tag, recomputed from env/, the runtime and the base recipe (no engine
+    needed), so a rebuilt or changed image never shares recorded rollouts with another.
+    """
+    backend = sandbox
+    if sandbox == "auto":
+        backend = "docker" if docker_available() else "local"
+    if backend != "docker":
+        return backend, ""
+    try:
+        return backend, pack_image_tag(pack)
+    except EnvgenError:
+        return backend, pack.manifest.image.digest or pack.manifest.image.tag or ""
+
+
+def with_check_stats(task: packmod.Task, policy: str, stats: dict[str, Any]) -> packmod.Task:
+    """The task with ``stats["check"][policy]`` set (other policies' results kept)."""
+    prior = task.stats.get("check")
+    by_policy = dict(prior) if isinstance(prior, dict) and "rollouts" not in prior else {}
+    return task.model_copy(update={"stats": {**task.stats, "check": {**by_policy, policy: stats}}})
 
 
 def check(pack_ref: str, policy: str, *, k: int = 100, keep: str = "at-least-once", out: Path | None = None,
           workers: int = 8, executor: str = "local", sandbox: str = "local", seed: int = 0,
           store_url: str | None = None, plot: Path | None = None, pass_threshold: float = PASS_THRESHOLD,
-          ray_address: str | None = None, judge: str | None = None,
+          ray_address: str | None = None, judge: str | None = None, write_stats: bool = False,
+          allow_modified: bool = False, log: Callable[[str], None] | None = None,
           progress: Callable[[int], None] | None = None) -> CheckReport:
-    """Run the pass check; write per-task stats into the pack, the kept tasks to `out`, a histogram to `plot`."""
+    """Run the pass check; per-task stats (``stats["check"][policy]``) go into the kept pack at `out`, and
+    into the pack itself only with `write_stats`; a histogram goes to `plot`.
+
+    Rollouts are recorded under the pack's content hash, the policy, the sandbox backend, the image and the
+    seed: a rerun with the same key resumes, anything else starts afresh. A pack modified since it was saved
+    is refused unless `allow_modified` (it is then re-hashed, see ``envgen.resolve.open_pack``).
+    """
     try:
         rule = parse_rule(keep, k)
     except ValueError as e:
         raise InputError(str(e)) from None
-    p = open_pack(pack_ref)
-    ledger = RolloutLedger(store_url, pack_version=p.manifest.version, policy=policy, seed=seed)
+    p = open_pack(pack_ref, allow_modified=allow_modified, log=log)
+    backend, image = rollout_backend(p, sandbox)
+    ledger = RolloutLedger(store_url, pack_version=p.manifest.version, policy=policy, seed=seed, sandbox=backend,
+                           image=image)
     done = [o for o in ledger.load() if o.error is None]
     sched = Scheduler([t.id for t in p.tasks], rule, workers, done=done)
     spent = 0
     t0 = time.perf_counter()
-    ex = make_executor(executor, str(p.root), policy, sandbox=sandbox, seed=seed, workers=workers,
+    ex = make_executor(executor, str(p.root), policy, sandbox=backend, seed=seed, workers=workers,
                        pass_threshold=pass_threshold, ray_address=ray_address, judge=judge)
 
     def on_outcome(o: Outcome) -> None:
@@ -196,11 +237,14 @@ def check(pack_ref: str, policy: str, *, k: int = 100, keep: str = "at-least-onc
         run_check(sched, ex, on_outcome)
     finally:
         ex.close()
-    stats = {tid: st.stats(rule) for tid, st in sched.tasks.items()}
-    tasks = [t.model_copy(update={"stats": {**t.stats, "check": {**stats[t.id], "policy": policy}}}) for t in p.tasks]
-    p = packmod.save(p.with_tasks(tasks), p.root)
-    kept_pack = packmod.save(p.with_tasks([t for t in p.tasks if stats[t.id]["kept"]]), out) if out else None
-    report = CheckReport(p, rule, policy, stats, spent, len(done), time.perf_counter() - t0, kept_pack)
+    stats = {tid: {**st.stats(rule), "sandbox": backend, **({"image": image} if image else {})}
+             for tid, st in sched.tasks.items()}
+    checked = p.with_tasks(with_check_stats(t, policy, stats[t.id]) for t in p.tasks)
+    if write_stats:
+        checked = packmod.save(checked, p.root)
+    kept_pack = packmod.save(checked.with_tasks([t for t in checked.tasks if stats[t.id]["kept"]]), out) if out else None
+    report = CheckReport(checked, rule, policy, stats, spent, len(done), time.perf_counter() - t0, kept_pack,
+                         sandbox=backend, image=image, stats_written=write_stats)
     if plot is not None:
         report.plot = histogram(stats, plot, f"{p.manifest.name}: pass rates of {policy} (k={k})")
     return report
@@ -254,16 +298,19 @@ class EvalReport:
 def evaluate(pack_ref: str, policies: list[str], *, sample: int = 50, k: int = 4, seed: int = 0, workers: int = 8,
              executor: str = "local", sandbox: str = "local", store_url: str | None = None,
              pass_threshold: float = PASS_THRESHOLD, ray_address: str | None = None, judge: str | None = None,
+             allow_modified: bool = False, log: Callable[[str], None] | None = None,
              progress: Callable[[int], None] | None = None) -> EvalReport:
     """pass@1..k of each policy on a seeded sample of tasks (the DeepSeek-V3.2 Table-5 check)."""
-    p = open_pack(pack_ref)
+    p = open_pack(pack_ref, allow_modified=allow_modified, log=log)
+    backend, image = rollout_backend(p, sandbox)
     ids = sorted(t.id for t in p.tasks)
     chosen = sorted(random.Random(seed).sample(ids, min(sample, len(ids))))
     report = EvalReport(chosen, k)
     for spec in policies:
-        ledger = RolloutLedger(store_url, pack_version=p.manifest.version, policy=spec, seed=seed)
+        ledger = RolloutLedger(store_url, pack_version=p.manifest.version, policy=spec, seed=seed, sandbox=backend,
+                               image=image)
         sched = Scheduler(chosen, Fixed(k), workers, done=ledger.load())
-        ex = make_executor(executor, str(p.root), spec, sandbox=sandbox, seed=seed, workers=workers,
+        ex = make_executor(executor, str(p.root), spec, sandbox=backend, seed=seed, workers=workers,
                            pass_threshold=pass_threshold, ray_address=ray_address, judge=judge)
 
         def on_outcome(o: Outcome) -> None:

@@ -41,6 +41,12 @@ SandboxOpt = typer.Option("local", "--sandbox", envvar="ENVGEN_SANDBOX",
                           help="Where tools run: local (subprocess), docker, or auto (docker when an engine answers).")
 WorkersOpt = typer.Option(2, "--workers", "-w", envvar="ENVGEN_WORKERS", min=1, help="Parallel sandboxes.")
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+AllowModifiedOpt = typer.Option(False, "--allow-modified", help="Open a pack edited since it was saved: re-hash it "
+                                "(pack.json gets the new version) instead of refusing it.")
+
+
+def _say(message: str) -> None:
+    err.print(message, markup=False, highlight=False, soft_wrap=True)
 
 
 def _version() -> str:
@@ -251,15 +257,14 @@ def validate(
     pack: str = typer.Argument(..., help="Pack directory or hf://ORG/NAME."),
     workers: int = WorkersOpt,
     sandbox: str = SandboxOpt,
+    allow_modified: bool = AllowModifiedOpt,
     as_json: bool = JsonOpt,
 ):
     """Load a pack, check its content hash, and run the oracle replay + red-team gate on every task."""
     from .build import validate as run_validate
-    from .pack import verify_hash
     from .resolve import open_pack
 
-    p = open_pack(pack)
-    verify_hash(p)
+    p = open_pack(pack, allow_modified=allow_modified, log=_say)
     with _progress(f"validate {p.manifest.name}", total=len(p.tasks), enabled=not as_json) as advance:
         results = run_validate(p, workers=workers, sandbox=sandbox, progress=advance)
     failed = [r for r in results if not r.passed]
@@ -283,7 +288,7 @@ PolicyHelp = ("oracle, null, openai:MODEL[?base_url=..&temperature=..&top_p=..&t
 ExecutorOpt = typer.Option("local", "--executor", envvar="ENVGEN_EXECUTOR",
                            help="local (thread pool, one sandbox per worker) or ray (Ray actors; --ray-address joins a cluster).")
 StoreOpt = typer.Option(None, "--store", envvar="ENVGEN_STORE",
-                        help="State store URL (SQLAlchemy); default a SQLite file in ~/.cache/envgen.")
+                        help="State store URL (SQLAlchemy); default state.sqlite in ENVGEN_CACHE (~/.cache/envgen).")
 JudgeOpt = typer.Option(None, "--judge", envvar="ENVGEN_JUDGE",
                         help="Grade rubric tasks with an LLM judge: MODEL[?base_url=URL&votes=K].")
 
@@ -294,7 +299,10 @@ def check(
     policy: str = typer.Option(..., "--policy", "-p", help=PolicyHelp),
     k: int = typer.Option(100, "--k", min=1, help="Rollouts per task at most."),
     keep: str = typer.Option("at-least-once", "--keep", help="at-least-once, or band:LO,HI on the pass rate."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the kept tasks as a new pack here."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the kept tasks, with their stats, as a "
+                                           "new pack here."),
+    write_stats: bool = typer.Option(False, "--write-stats", help="Also write the per-task stats into PACK itself "
+                                     "(stats.check.POLICY); by default PACK is left as it is."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Pass-rate histogram PNG (default: PACK-passrates.png)."),
     workers: int = typer.Option(8, "--workers", "-w", envvar="ENVGEN_WORKERS", min=1, help="Concurrent rollouts."),
     executor: str = ExecutorOpt,
@@ -303,22 +311,24 @@ def check(
     seed: int = typer.Option(0, "--seed", help="Base seed of the rollouts (rollout i of a task always reuses its seed)."),
     store: Optional[str] = StoreOpt,
     judge: Optional[str] = JudgeOpt,
+    allow_modified: bool = AllowModifiedOpt,
     as_json: bool = JsonOpt,
 ):
     """The pass check: k rollouts per task, stopped as soon as each keep/drop decision is known.
 
-    Per-task stats go into the pack's tasks; a rerun resumes from the recorded rollouts.
+    Per-task stats (stats.check.POLICY) go into the --out pack, and into PACK only with --write-stats. A rerun
+    resumes from the rollouts recorded for the same pack content, policy, sandbox backend, image and seed.
     """
     from .check import check as run_check_cmd
     from .resolve import open_pack
 
-    p = open_pack(pack)
+    p = open_pack(pack, allow_modified=allow_modified, log=_say)
     plot = plot or p.root.parent / f"{p.root.name}-passrates.png"
     with _progress(f"check {p.manifest.name}: rollouts (at most tasks x k; stops early)", total=len(p.tasks) * k,
                    enabled=not as_json) as advance:
         report = run_check_cmd(str(p.root), policy, k=k, keep=keep, out=out_dir, workers=workers, executor=executor,
                                sandbox=sandbox, seed=seed, store_url=store, plot=plot, ray_address=ray_address,
-                               judge=judge, progress=advance)
+                               judge=judge, write_stats=write_stats, progress=advance)
     summary = report.summary()
     if as_json:
         summary["tasks_stats"] = report.stats
@@ -349,16 +359,18 @@ def eval_(
     seed: int = typer.Option(0, "--seed"),
     store: Optional[str] = StoreOpt,
     judge: Optional[str] = JudgeOpt,
+    allow_modified: bool = AllowModifiedOpt,
     as_json: bool = JsonOpt,
 ):
     """pass@k of one or more policies on a seeded sample of tasks (unbiased estimator)."""
     from .check import evaluate
-    from .pack import open_pack
+    from .resolve import open_pack
 
     total = len(policy) * min(sample, len(open_pack(pack).tasks)) * k
     with _progress("eval (rollouts)", total=total, enabled=not as_json) as advance:
         report = evaluate(pack, policy, sample=sample, k=k, seed=seed, workers=workers, executor=executor,
-                          sandbox=sandbox, store_url=store, ray_address=ray_address, judge=judge, progress=advance)
+                          sandbox=sandbox, store_url=store, ray_address=ray_address, judge=judge,
+                          allow_modified=allow_modified, log=_say, progress=advance)
     if as_json:
         _emit_json(report.summary())
         return
@@ -415,13 +427,15 @@ def run(
     seed: int = typer.Option(0, "--seed"),
     sandbox: str = SandboxOpt,
     judge: Optional[str] = JudgeOpt,
+    allow_modified: bool = AllowModifiedOpt,
     as_json: bool = JsonOpt,
 ):
     """Run one episode through the Gymnasium env and print its transcript."""
     from .gym import PackEnv
+    from .resolve import open_pack
     from .policy import format_transcript, make_policy, rollout
 
-    env = PackEnv(pack, sandbox=sandbox, judge=judge)
+    env = PackEnv(open_pack(pack, allow_modified=allow_modified, log=_say), sandbox=sandbox, judge=judge)
     try:
         t = rollout(env, make_policy(policy), task_id=task, seed=seed)
     finally:
@@ -452,7 +466,7 @@ def ls(
     as_json: bool = JsonOpt,
 ):
     """List the packs at or below a directory (nested folders included)."""
-    from .pack import load
+    from .pack import cached_content_hash, load
 
     if not directory.is_dir():
         raise InputError(f"{directory}: " + ("not a directory" if directory.exists() else "no such directory"))
@@ -466,7 +480,8 @@ def ls(
             continue
         m = p.manifest
         rows.append({"path": str(root), "relative": rel, "name": m.name, "family": m.family,
-                     "category": m.category, "tasks": len(p.tasks), "tools": len(m.tools), "version": m.version})
+                     "category": m.category, "tasks": len(p.tasks), "tools": len(m.tools), "version": m.version,
+                     "modified": cached_content_hash(p.root, m) != m.version})
     if as_json:
         _emit_json(rows)
         return
@@ -477,7 +492,8 @@ def ls(
     out.print(_table(f"{len(ok)} pack(s) under {directory}", ["path", "name", "family/category", "tasks", "tools",
                                                               "version"],
                      [[r["relative"], r["name"], f"{r['family']}/{r['category'] or '-'}", r["tasks"], r["tools"],
-                       r["version"].removeprefix("sha256:")[:12]] for r in ok]))
+                       r["version"].removeprefix("sha256:")[:12] + (" (modified)" if r["modified"] else "")]
+                      for r in ok]))
     for r in rows:
         if "error" in r:
             err.print(f"broken pack: {r['error']}", markup=False, highlight=False, soft_wrap=True)
@@ -586,12 +602,14 @@ def image_base(
 
 
 @image_app.command("build")
-def image_build(pack: Path = typer.Argument(..., help="Pack directory."), as_json: bool = JsonOpt):
+def image_build(pack: Path = typer.Argument(..., help="Pack directory."), allow_modified: bool = AllowModifiedOpt,
+                as_json: bool = JsonOpt):
     """Build the pack's image (base -> family -> pack) and record its tag and digest in pack.json."""
     from .images import build_pack_image
-    from .pack import load
+    from .resolve import open_pack
 
-    p = build_pack_image(load(pack), log=lambda m: err.print(m, markup=False, highlight=False))
+    p = build_pack_image(open_pack(pack, allow_modified=allow_modified, log=_say),
+                         log=lambda m: err.print(m, markup=False, highlight=False))
     if as_json:
         _emit_json({"pack": str(p.root), "base": p.manifest.image.base, "tag": p.manifest.image.tag,
                     "digest": p.manifest.image.digest})
@@ -623,13 +641,14 @@ def publish(
     revision: Optional[str] = typer.Option(None, "--revision", help="Branch to publish to (default main)."),
     dry_run: Optional[Path] = typer.Option(None, "--dry-run", help="Write the exact upload folder here and stop."),
     license_: Optional[str] = typer.Option(None, "--license", help="Licence id for the card (default: unknown)."),
+    allow_modified: bool = AllowModifiedOpt,
     as_json: bool = JsonOpt,
 ):
     """Publish a pack as a Hugging Face dataset (uses HF_TOKEN); an unchanged pack uploads nothing."""
     from .hub import publish as run_publish
-    from .pack import load
+    from .resolve import open_pack
 
-    res = run_publish(load(pack), repo, private=private, revision=revision, dry_run=dry_run, license=license_)
+    res = run_publish(open_pack(pack, allow_modified=allow_modified, log=_say), repo, private=private, revision=revision, dry_run=dry_run, license=license_)
     if as_json:
         _emit_json(res.to_dict())
     else:

@@ -47,6 +47,7 @@ from huggingface_hub.utils import validate_repo_id
 from huggingface_hub.utils.sha import git_hash, sha_fileobj
 
 from .errors import HubError, InputError, PackError
+from .paths import cache_dir
 from .pack import (CARD, ENV, HIDDEN, MANIFEST, TASKS, Pack, Task, _files, _swap_into_place, load, task_stats,
                    verify_hash)
 
@@ -510,8 +511,7 @@ def publish(pack: Pack | str | os.PathLike, repo: str, *, private: bool = False,
 
 
 def _packs_dir() -> Path:
-    base = os.environ.get("ENVGEN_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "envgen"
-    return Path(base) / "hub"
+    return cache_dir() / "hub"
 
 
 def _materialize(snapshot: Path, dest: Path) -> None:

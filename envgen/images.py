@@ -36,7 +36,7 @@ from typing import Callable, Iterable
 from .docker_engine import engine
 from .errors import BuildError, InputError
 from .pack import Pack, save
-from .paths import bundled
+from .paths import bundled, cache_dir
 
 RECIPE_VERSION = 1
 SANDBOX_UID = 10001
@@ -116,12 +116,6 @@ def host_ca_bundle() -> Path | None:
         if cand and Path(cand).is_file():
             return Path(cand)
     return None
-
-
-def cache_dir() -> Path:
-    """Where downloaded .debs are kept between base builds (ENVGEN_CACHE, else ~/.cache/envgen)."""
-    root = Path(os.environ.get("ENVGEN_CACHE") or Path.home() / ".cache" / "envgen")
-    return root.resolve()
 
 
 @contextlib.contextmanager

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
@@ -322,6 +323,14 @@ def load(path: str | os.PathLike) -> Pack:
 # ---------------------------------------------------------------- hashing and saving
 
 
+_BYTECODE = ("__pycache__", "*.pyc")
+"""What importing a pack's Python writes beside it: never part of a pack (not hashed, copied or published)."""
+
+
+def _is_bytecode(rel: Path) -> bool:
+    return "__pycache__" in rel.parts or rel.suffix == ".pyc"
+
+
 def _files(root: Path, names: Iterable[str]) -> Iterable[tuple[str, Path]]:
     for name in names:
         top = root / name
@@ -329,7 +338,7 @@ def _files(root: Path, names: Iterable[str]) -> Iterable[tuple[str, Path]]:
             yield name, top
         elif top.is_dir():
             for p in sorted(top.rglob("*")):
-                if p.is_file():
+                if p.is_file() and not _is_bytecode(p.relative_to(root)):
                     yield p.relative_to(root).as_posix(), p
 
 
@@ -338,7 +347,8 @@ def _canonical(obj: Any) -> bytes:
 
 
 def content_hash(root: Path, manifest: Manifest) -> str:
-    """sha256 over the manifest's content fields, the tasks without their stats, env/ and hidden/.
+    """sha256 over the manifest's content fields, the tasks without their stats, env/ and hidden/
+    (without Python bytecode, which an import may write there).
 
     version, image (built artefacts), provenance and stats (manifest and per-task: measurements such
     as pass rates) are left out, so rebuilding an image or re-running a pass check does not change
@@ -380,9 +390,10 @@ def save(pack: Pack, dest: str | os.PathLike, *, env_from: Path | None = None, h
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
-        shutil.copytree(env_src, tmp / ENV, symlinks=False)
+        skip = shutil.ignore_patterns(*_BYTECODE)
+        shutil.copytree(env_src, tmp / ENV, symlinks=False, ignore=skip)
         if hidden_src is not None and Path(hidden_src).is_dir():
-            shutil.copytree(hidden_src, tmp / HIDDEN, symlinks=False)
+            shutil.copytree(hidden_src, tmp / HIDDEN, symlinks=False, ignore=skip)
         else:
             (tmp / HIDDEN).mkdir()
         (tmp / TASKS).write_text(_dump_tasks(pack.tasks), encoding="utf-8")
@@ -413,13 +424,53 @@ def _swap_into_place(tmp: Path, dest: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+_RACY_S = 2.0
+"""Files changed this recently are hashed but not cached: a later edit in the same mtime tick could hide."""
+
+
+def _fingerprint(root: Path) -> tuple[str, bool]:
+    """A digest of every hashed file's path, size and mtime, and whether all of them are old enough to trust."""
+    h, fresh, now = hashlib.sha256(), True, time.time()
+    for rel, p in _files(root, (MANIFEST, TASKS, ENV, HIDDEN)):
+        st = p.stat()
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode())
+        fresh = fresh and now - st.st_mtime > _RACY_S
+    return h.hexdigest(), fresh
+
+
+def cached_content_hash(root: Path, manifest: Manifest) -> str:
+    """content_hash, remembered in the cache dir by every file's size and mtime so an unchanged pack is not re-read."""
+    from .paths import cache_dir
+
+    root = Path(root).resolve()
+    entry = cache_dir() / "hashes" / (hashlib.sha256(str(root).encode()).hexdigest()[:32] + ".json")
+    fingerprint, trusted = _fingerprint(root)
+    try:
+        saved = json.loads(entry.read_text(encoding="utf-8"))
+        if saved.get("root") == str(root) and saved.get("fingerprint") == fingerprint:
+            return saved["digest"]
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    digest = content_hash(root, manifest)
+    if trusted:
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            tmp = entry.with_name(f".{entry.name}.{os.getpid()}")
+            tmp.write_text(json.dumps({"root": str(root), "fingerprint": fingerprint, "digest": digest}),
+                           encoding="utf-8")
+            os.replace(tmp, entry)
+        except OSError:
+            pass  # a read-only cache only costs speed
+    return digest
+
+
 def verify_hash(pack: Pack) -> None:
-    """Raise PackError if the files on disk do not hash to the manifest's version (a tampered pack)."""
-    actual = content_hash(pack.root, pack.manifest)
+    """Raise PackError if the files on disk do not hash to the manifest's version (a modified pack)."""
+    actual = cached_content_hash(pack.root, pack.manifest)
     if actual != pack.manifest.version:
         raise PackError(
-            f"{pack.root / MANIFEST}: version {pack.manifest.version} does not match the content "
-            f"({actual}); the pack was modified or corrupted"
+            f"{pack.root}: modified since it was saved (content {actual[:19]}, pack.json says "
+            f"{pack.manifest.version[:19] or 'no version'}); rebuild it, or pass --allow-modified to re-hash it"
         )
 
 

@@ -12,15 +12,16 @@ What a killed build needs to continue without losing or repeating work:
 - ``artifacts``: blobs a later stage starts from (e.g. a workspace snapshot);
 - ``errors``: everything that went wrong, with the stage it happened in.
 
-``engine_for(url)`` is the one way to reach the database (None: ``ENVGEN_STORE``, else a SQLite file in
-``~/.cache/envgen``). Other subsystems add their own tables on the same engine (the pass check's
-rollout ledger does), or subclass ``Base``, whose tables ``Store`` creates when it opens.
+``engine_for(url)`` is the one way to reach the database (None: ``ENVGEN_STORE``, else ``state.sqlite`` in
+``envgen.paths.cache_dir()``, which ``ENVGEN_CACHE`` moves). Other subsystems add their own tables on the
+same engine (the pass check's rollout ledger does), or subclass ``Base``, whose tables ``Store`` creates when it opens.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,10 +45,11 @@ from sqlalchemy import (
     func,
     select,
 )
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from .errors import InputError
+from .paths import cache_dir
 
 
 def _now() -> datetime:
@@ -170,16 +172,10 @@ class ErrorRecord(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
 
 
-def cache_dir() -> Path:
-    """envgen's cache folder: ``$XDG_CACHE_HOME/envgen`` (default ``~/.cache/envgen``)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "envgen"
-
-
 def store_url(url_or_path: str | os.PathLike | None = None) -> str:
     """A SQLAlchemy URL from a URL, a file path (SQLite), or None: ``ENVGEN_STORE``, else
-    ``~/.cache/envgen/state.sqlite`` (the CLI's documented default)."""
-    value = url_or_path if url_or_path is not None else os.environ.get("ENVGEN_STORE")
+    ``state.sqlite`` in the cache dir (``ENVGEN_CACHE``, default ``~/.cache/envgen``)."""
+    value = url_or_path if url_or_path is not None else (os.environ.get("ENVGEN_STORE") or None)
     if value is None:
         value = cache_dir() / "state.sqlite"
     text = os.fspath(value)
@@ -227,8 +223,20 @@ class Store:
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     def ensure_tables(self) -> None:
-        """Create every table ``Base`` knows (including ones other modules added) that does not exist yet."""
-        Base.metadata.create_all(self.engine)
+        """Create every table ``Base`` knows (including ones other modules added) that does not exist yet.
+
+        Another process opening the same new store may create a table between the check and the CREATE;
+        that, or its write lock, is retried a few times rather than reported.
+        """
+        for attempt in range(20):
+            try:
+                Base.metadata.create_all(self.engine)
+                return
+            except OperationalError as e:
+                text = str(e.orig).lower()
+                if attempt == 19 or not ("already exists" in text or "locked" in text or "busy" in text):
+                    raise
+                time.sleep(0.05 * (attempt + 1))
 
     @contextmanager
     def session(self) -> Iterator[Session]:

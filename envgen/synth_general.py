@@ -63,8 +63,9 @@ from .paths import bundled
 from .redteam import gate
 from .sandbox import Sandbox, open_sandbox
 from .search import SearchBackend, SearchTool, get_backend
+from .paths import cache_dir
 from .search_backends import LocalBackend  # noqa: F401  (importing it registers the "local" backend)
-from .store import Store, cache_dir
+from .store import Store
 
 GENERATOR = "envgen.synth_general/1"
 DB_PATH = "env/state/db.sqlite"

@@ -49,7 +49,8 @@ from .grm import Rubric
 from .pack import Limits, Task
 from .paths import bundled
 from .search_backends import CachedBackend, LocalBackend, PageBackend, SearchCache, WebBackend, agent_tools
-from .store import Store, cache_dir
+from .paths import cache_dir
+from .store import Store
 
 GENERATOR = "envgen.synth_search v1"
 ROLES = ("search-question-constructor", "search-answerer", "search-verifier", "search-rubric-writer")

@@ -105,10 +105,14 @@ def test_check_oracle_keeps_everything_after_one_rollout(tiny_pack, tmp_path, st
     # one rollout per task: a task decided by its first rollout never gets a second one started beside it
     assert r.rollouts_spent == len(tiny_pack.tasks)
     assert packmod.load(tmp_path / "kept").manifest.stats["tasks"] == 3
-    stats = packmod.load(tiny_pack.root).tasks[0].stats["check"]
+    stats = packmod.load(tmp_path / "kept").tasks[0].stats["check"]["oracle"]
     assert stats["rollouts"] == 1 and stats["passes"] == 1
-    assert stats["kept"] is True and stats["policy"] == "oracle"
+    assert stats["kept"] is True and stats["sandbox"] == "local"
     assert stats["step_latency_p50_s"] > 0
+    assert packmod.load(tiny_pack.root).tasks[0].stats == {}, "without --write-stats the pack itself is untouched"
+    check(str(tiny_pack.root), "null", k=2, workers=2, store_url=store, write_stats=True)
+    by_policy = packmod.load(tiny_pack.root).tasks[0].stats["check"]
+    assert set(by_policy) == {"null"} and by_policy["null"]["passes"] == 0
     assert (tmp_path / "hist.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

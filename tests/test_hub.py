@@ -135,7 +135,7 @@ def test_dry_run_refuses_a_foreign_folder_an_empty_pack_and_an_unsaved_one(tiny_
     (tiny_pack.root / "env" / "tools.py").write_text("# edited after save\n")
     with pytest.raises(PackError) as e:
         hub.publish(tiny_pack, "org/tiny", dry_run=tmp_path / "x")
-    assert "does not match the content" in _one_line(e)
+    assert "modified since it was saved" in _one_line(e)
 
 
 def _cli(*args: str) -> str:
@@ -327,7 +327,7 @@ def test_corrupted_download_is_refused(tiny_pack, fake_hub, request, tmp_path):
     with pytest.raises(PackError) as e:
         hub.pull(repo)
     msg = _one_line(e)
-    assert f"hf://{repo}@{res.commit}" in msg and "does not match the content" in msg and "refusing" in msg
+    assert f"hf://{repo}@{res.commit}" in msg and "modified since it was saved" in msg and "refusing" in msg
     assert not (tmp_path / "envgen-cache" / "hub" / repo.replace("/", "--") / res.commit).exists()
 
 
@@ -339,7 +339,7 @@ def test_a_repo_edited_outside_publish_is_refused_but_older_commits_still_load(t
         path_in_repo="hidden/verify.py", repo_id=repo, repo_type="dataset")
     with pytest.raises(PackError) as e:
         hub.pull(repo)
-    assert "does not match the content" in _one_line(e)
+    assert "modified since it was saved" in _one_line(e)
     assert hub.pull(f"{repo}@{first.commit}").manifest.version == tiny_pack.manifest.version
 
 

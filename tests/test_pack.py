@@ -9,6 +9,7 @@ import pytest
 
 from envgen import pack as packmod
 from envgen.errors import PackError
+from envgen.resolve import open_pack
 
 
 def _rewrite_task(root, lineno, mutate):
@@ -39,8 +40,48 @@ def test_round_trip_and_hash(tiny_pack, tmp_path):
 
 def test_hash_changes_with_content(tiny_pack):
     (tiny_pack.root / "env" / "tools.py").write_text("# changed\n")
-    with pytest.raises(PackError, match="does not match the content"):
+    with pytest.raises(PackError, match="modified since it was saved"):
         packmod.verify_hash(packmod.load(tiny_pack.root))
+
+
+def test_bytecode_is_not_part_of_a_pack(tiny_pack, tmp_path):
+    cache = tiny_pack.root / "env" / "__pycache__"
+    cache.mkdir()
+    (cache / "tools.cpython-312.pyc").write_bytes(b"\x00bytecode")
+    (tiny_pack.root / "hidden" / "verify.pyc").write_bytes(b"\x00bytecode")
+    packmod.verify_hash(open_pack(tiny_pack.root))
+    copy = packmod.save(packmod.load(tiny_pack.root), tmp_path / "copy")
+    assert copy.manifest.version == tiny_pack.manifest.version
+    assert not (copy.root / "env" / "__pycache__").exists() and not (copy.root / "hidden" / "verify.pyc").exists()
+
+
+def test_hash_cache_keyed_by_size_and_mtime(tiny_pack, monkeypatch, tmp_path):
+    monkeypatch.setenv("ENVGEN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(packmod, "_RACY_S", -1.0)  # trust files written a moment ago
+    calls = []
+    real = packmod.content_hash
+    monkeypatch.setattr(packmod, "content_hash", lambda *a: calls.append(1) or real(*a))
+    open_pack(tiny_pack.root)
+    open_pack(tiny_pack.root)
+    assert len(calls) == 1 and list((tmp_path / "cache" / "hashes").iterdir())
+    tools = tiny_pack.root / "env" / "tools.py"
+    tools.write_text(tools.read_text() + "\n# edited\n")
+    with pytest.raises(PackError, match="modified since it was saved.*--allow-modified"):
+        open_pack(tiny_pack.root)
+    assert len(calls) == 2
+
+
+def test_open_pack_refuses_a_modified_pack_unless_allowed(tiny_pack):
+    tools = tiny_pack.root / "env" / "tools.py"
+    tools.write_text(tools.read_text() + "\n# edited\n")
+    with pytest.raises(PackError) as e:
+        open_pack(str(tiny_pack.root))
+    assert len(str(e.value).splitlines()) == 1 and str(tiny_pack.root) in str(e.value)
+    said = []
+    p = open_pack(str(tiny_pack.root), allow_modified=True, log=said.append)
+    assert p.manifest.version != tiny_pack.manifest.version and "re-hashed" in said[0]
+    packmod.verify_hash(packmod.load(tiny_pack.root))  # pack.json now names the new content
+    assert open_pack(str(tiny_pack.root)).manifest.version == p.manifest.version
 
 
 def test_save_in_place_is_atomic_and_leaves_no_temp(tiny_pack):

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 import httpx
 
 from ..errors import GitHubError, InputError, ServiceError
-from ..store import cache_dir
+from ..paths import cache_dir
 from .lang import Language
 from .languages import get_language
 
