@@ -30,6 +30,7 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import PackError
+from .paths import cache_dir
 
 SCHEMA_VERSION = 1
 MANIFEST, TASKS, ENV, HIDDEN, CARD = "pack.json", "tasks.jsonl", "env", "hidden", "README.md"
@@ -440,8 +441,6 @@ def _fingerprint(root: Path) -> tuple[str, bool]:
 
 def cached_content_hash(root: Path, manifest: Manifest) -> str:
     """content_hash, remembered in the cache dir by every file's size and mtime so an unchanged pack is not re-read."""
-    from .paths import cache_dir
-
     root = Path(root).resolve()
     entry = cache_dir() / "hashes" / (hashlib.sha256(str(root).encode()).hexdigest()[:32] + ".json")
     fingerprint, trusted = _fingerprint(root)
