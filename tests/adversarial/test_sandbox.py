@@ -296,12 +296,11 @@ def test_hidden_never_reaches_a_thread_a_detached_process_or_the_next_episode(ba
     env = _env(_pack_for(backend, request), backend)
     try:
         sbx = env.unwrapped.sandbox
-        if backend == "local" and sbx.box is not None and sbx.box.isolation != "namespaces":
+        env.reset(options={"task_id": "tiny-0"})  # starts the sandbox, so its isolation is known
+        if backend == "local" and sbx.box.isolation != "namespaces":
             pytest.skip("without namespaces (not root) the local backend shares /tmp, /dev/shm and IPC with the host")
         assert _wrong_episode(env, "spy") == 0.0
         env.reset(options={"task_id": "tiny-0"})
-        if backend == "local":
-            assert sbx.box.isolation == "namespaces"
         live = [p for p in sbx.processes() if p["state"] not in ("Z", "X")]
         assert len(live) == 1, f"only the fresh runtime is alive: {live}"
         seen = json.loads(tool(env, "loot")[0])
