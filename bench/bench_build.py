@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from envgen.build import build  # noqa: E402
+from envgen.build.offline import build  # noqa: E402
 
 STAGES = ("generate_db", "generate_tasks", "describe", "stage", "gate", "save")
 

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from _results import write_section  # noqa: E402
 from code_repo import PYPROJECT, SLOW_TESTS, _commit, _git, _write  # noqa: E402
 
-from envgen.code import build_code  # noqa: E402
-from envgen.code.environment import layer_sharing, make_snapshot  # noqa: E402
+from envgen.families.code import build_code  # noqa: E402
+from envgen.families.code.repo_image import layer_sharing, make_snapshot  # noqa: E402
 
 FEATURE = '''
 

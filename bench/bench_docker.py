@@ -34,8 +34,8 @@ from conftest import make_tiny_pack  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_local import bench_sandbox  # noqa: E402
 
-from envgen.episode import replay  # noqa: E402
-from envgen.images import build_pack_image, stderr_log  # noqa: E402
+from envgen.episodes.episode import replay  # noqa: E402
+from envgen.sandbox.images import build_pack_image, stderr_log  # noqa: E402
 from envgen.sandbox.docker import LABEL, DockerSandbox, engine, io_root  # noqa: E402
 from envgen.sandbox.pool import WarmPool  # noqa: E402
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from envgen.passcheck import AtLeastOnce, Band, Outcome, Scheduler, rollout_seed, run_check  # noqa: E402
+from envgen.passcheck.rules import AtLeastOnce, Band, Outcome, Scheduler, rollout_seed, run_check  # noqa: E402
 
 MIX = [(0.0, 0.10), (0.005, 0.10), (0.05, 0.20), (0.3, 0.30), (0.7, 0.30)]
 
@@ -66,14 +66,14 @@ def early(probs: dict[str, float], rule, workers: int) -> tuple[dict[str, bool],
 
 def throughput(latency: float, tasks: int, k: int, worker_counts: list[int]) -> list[str]:
     """Real rollouts: the OpenAI policy over HTTP (a stub model with `latency` s per request) on a real
-    pack in local sandboxes, through `envgen.check.check`, at several worker counts."""
+    pack in local sandboxes, through `envgen.passcheck.check.check`, at several worker counts."""
     import tempfile
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from conftest import make_tiny_pack
     from stub_policy import stub_server
 
-    from envgen.check import check
+    from envgen.passcheck.check import check
 
     rows = []
     with tempfile.TemporaryDirectory() as d:
@@ -110,7 +110,7 @@ def main() -> None:
             lines.append(f"| {name} | {workers} | {per:.2f} | {100 / per:.2f}x fewer | {vs_analytic} | {got == ref} |")
             assert got == ref, "early stopping changed a decision"
     lines += ["", "Throughput of real rollouts (OpenAI policy over HTTP to a stub model, local sandboxes, "
-              "12 tasks x k=10, `envgen.check.check`):", "",
+              "12 tasks x k=10, `envgen.passcheck.check.check`):", "",
               "| workers | model latency | rollouts | rollouts/s | vs 1 worker |", "|---|---|---|---|---|"]
     lines += throughput(a.latency, 12, 10, [1, 2, 4])
     text = "\n".join(lines) + "\n"

@@ -21,11 +21,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
-from envgen.build import build  # noqa: E402
-from envgen.corpus import build_index, mine_entities, read_docs, shipped_corpus  # noqa: E402
+from envgen.build.offline import build  # noqa: E402
+from envgen.retrieval.corpus import build_index, mine_entities, read_docs, shipped_corpus  # noqa: E402
 from envgen.pack import load  # noqa: E402
 from envgen.sandbox import open_sandbox  # noqa: E402
-from envgen.search_backends import CachedBackend, LocalBackend, SearchCache  # noqa: E402
+from envgen.retrieval.pages import CachedBackend, LocalBackend, SearchCache  # noqa: E402
 from envgen.store import Store  # noqa: E402
 
 TARGET_MS = 5.0

@@ -34,7 +34,7 @@ BASELINE = "a2f1874"
 
 WORKER = r"""
 import json, sys, time
-from envgen.episode import replay
+from envgen.episodes.episode import replay
 from envgen.pack import load
 from envgen.sandbox import open_sandbox
 

@@ -7,5 +7,5 @@ __version__ = "0.1.0"
 
 import gymnasium as _gymnasium  # noqa: E402
 
-if "envgen/Pack-v0" not in _gymnasium.registry:  # by name: envgen.gym (and what it runs) loads on first make()
-    _gymnasium.register(id="envgen/Pack-v0", entry_point="envgen.gym:PackEnv")
+if "envgen/Pack-v0" not in _gymnasium.registry:  # by name: envgen.episodes.gym (and what it runs) loads on first make()
+    _gymnasium.register(id="envgen/Pack-v0", entry_point="envgen.episodes.gym:PackEnv")

@@ -179,11 +179,11 @@ def build(
     if category is None:
         raise InputError(f"envgen build {family} needs --category (see `envgen families`)")
     if llm_model or llm_config:
-        from .agent import load_llm
+        from .llm.client import load_llm
 
         pool = load_llm(llm_config, base_url=llm_base_url, model=llm_model, api_key=llm_api_key)
         if family == "general":
-            from .synth_general import stage_count, synthesize
+            from .families.general.pipeline import stage_count, synthesize
 
             with _progress(f"synthesize {category}", total=stage_count(max_levels, chains),
                            enabled=not as_json) as advance:
@@ -191,7 +191,7 @@ def build(
                                     max_levels=max_levels, chains=chains, seed=seed, search=search, review=review,
                                     workers=workers, progress=advance)
         elif family == "search":
-            from .synth_search import synthesize_search
+            from .families.search.pipeline import synthesize_search
 
             if corpus is None and index is None:
                 raise InputError("envgen build search with a model needs --corpus or --index to mine entities from")
@@ -204,8 +204,8 @@ def build(
         else:
             raise InputError(f"--llm-model builds the general and search families, not {family!r}")
     else:
-        from .build import build as run_build
-        from .families import default_tasks
+        from .build.offline import build as run_build
+        from .build.sdk import default_tasks
 
         total = tasks or default_tasks(family, category)
         with _progress(f"red-team {family}/{category}", total=total, enabled=not as_json) as advance:
@@ -231,7 +231,7 @@ def _print_build(out_dir: Path, summary: dict[str, Any]) -> None:
 
 
 def _build_code(source, out_dir, repo_path, runs, gate, limit, cache_dir, store, backend, as_json) -> None:
-    from .code import build_code
+    from .families.code import build_code
 
     if not source:
         raise InputError("envgen build code needs --from github:OWNER/REPO, git:PATH or swebench:FILE")
@@ -261,8 +261,8 @@ def validate(
     as_json: bool = JsonOpt,
 ):
     """Load a pack, check its content hash, and run the oracle replay + red-team gate on every task."""
-    from .build import validate as run_validate
-    from .resolve import open_pack
+    from .build.offline import validate as run_validate
+    from .pack.resolve import open_pack
 
     p = open_pack(pack, allow_modified=allow_modified, log=_say)
     with _progress(f"validate {p.manifest.name}", total=len(p.tasks), enabled=not as_json) as advance:
@@ -319,8 +319,8 @@ def check(
     Per-task stats (stats.check.POLICY) go into the --out pack, and into PACK only with --write-stats. A rerun
     resumes from the rollouts recorded for the same pack content, policy, sandbox backend, image and seed.
     """
-    from .check import check as run_check_cmd
-    from .resolve import open_pack
+    from .passcheck.check import check as run_check_cmd
+    from .pack.resolve import open_pack
 
     p = open_pack(pack, allow_modified=allow_modified, log=_say)
     plot = plot or p.root.parent / f"{p.root.name}-passrates.png"
@@ -363,8 +363,8 @@ def eval_(
     as_json: bool = JsonOpt,
 ):
     """pass@k of one or more policies on a seeded sample of tasks (unbiased estimator)."""
-    from .check import evaluate
-    from .resolve import open_pack
+    from .passcheck.check import evaluate
+    from .pack.resolve import open_pack
 
     total = len(policy) * min(sample, len(open_pack(pack).tasks)) * k
     with _progress("eval (rollouts)", total=total, enabled=not as_json) as advance:
@@ -431,9 +431,9 @@ def run(
     as_json: bool = JsonOpt,
 ):
     """Run one episode through the Gymnasium env and print its transcript."""
-    from .gym import PackEnv
-    from .resolve import open_pack
-    from .policy import format_transcript, make_policy, rollout
+    from .episodes.gym import PackEnv
+    from .pack.resolve import open_pack
+    from .policies.builtin import format_transcript, make_policy, rollout
 
     env = PackEnv(open_pack(pack, allow_modified=allow_modified, log=_say), sandbox=sandbox, judge=judge)
     try:
@@ -448,7 +448,7 @@ def run(
 
 def _find_packs(directory: Path) -> list[Path]:
     """Pack roots at or below ``directory``, sorted; neither hidden folders nor a pack's own files are searched."""
-    from .pack import MANIFEST
+    from .pack.format import MANIFEST
 
     found = []
     for root, dirs, files in os.walk(directory):
@@ -466,7 +466,7 @@ def ls(
     as_json: bool = JsonOpt,
 ):
     """List the packs at or below a directory (nested folders included)."""
-    from .pack import cached_content_hash, load
+    from .pack.format import cached_content_hash, load
 
     if not directory.is_dir():
         raise InputError(f"{directory}: " + ("not a directory" if directory.exists() else "no such directory"))
@@ -502,7 +502,7 @@ def ls(
 @app.command()
 def families(as_json: bool = JsonOpt):
     """List the families and categories `envgen build` can generate offline."""
-    from .families import categories
+    from .build.sdk import categories
 
     cats = categories()
     if as_json:
@@ -520,7 +520,7 @@ def export_swebench_cmd(
                                  "ids, or (without --out) the instances themselves."),
 ):
     """Write code packs back as SWE-bench JSONL (instance_id, patch, test_patch, FAIL_TO_PASS, ...)."""
-    from .code import export_swebench
+    from .families.code import export_swebench
 
     rows = export_swebench(pack, out_file)
     if as_json:
@@ -550,7 +550,7 @@ def corpus_index(
     """Index a corpus into a local SQLite FTS5 file (the offline search backend)."""
     from dataclasses import asdict
 
-    from .corpus import index_corpus
+    from .retrieval.corpus import index_corpus
 
     st = index_corpus(source, out_file, split=split, id_field=id_field, title_field=title_field,
                       text_field=text_field, limit=limit)
@@ -571,7 +571,7 @@ def corpus_entities(
     as_json: bool = JsonOpt,
 ):
     """Mine entities from an index, score how long-tail they are, and sample across domains and languages."""
-    from .corpus import mine_entities, sample_entities
+    from .retrieval.corpus import mine_entities, sample_entities
 
     kinds = ("title", "span") if spans else ("title",)
     chosen = sample_entities(mine_entities(index_file, spans=spans), n, seed, min_score=min_score, kinds=kinds)
@@ -592,7 +592,7 @@ def image_base(
     as_json: bool = JsonOpt,
 ):
     """Build (or reuse) an offline base image: debootstrap + docker import, tagged by recipe hash."""
-    from .images import build_base
+    from .sandbox.images import build_base
 
     tag = build_base(suite, toolchain, log=lambda m: err.print(m, markup=False, highlight=False))
     if as_json:
@@ -605,8 +605,8 @@ def image_base(
 def image_build(pack: Path = typer.Argument(..., help="Pack directory."), allow_modified: bool = AllowModifiedOpt,
                 as_json: bool = JsonOpt):
     """Build the pack's image (base -> family -> pack) and record its tag and digest in pack.json."""
-    from .images import build_pack_image
-    from .resolve import open_pack
+    from .sandbox.images import build_pack_image
+    from .pack.resolve import open_pack
 
     p = build_pack_image(open_pack(pack, allow_modified=allow_modified, log=_say),
                          log=lambda m: err.print(m, markup=False, highlight=False))
@@ -645,8 +645,8 @@ def publish(
     as_json: bool = JsonOpt,
 ):
     """Publish a pack as a Hugging Face dataset (uses HF_TOKEN); an unchanged pack uploads nothing."""
-    from .hub import publish as run_publish
-    from .resolve import open_pack
+    from .pack.hub import publish as run_publish
+    from .pack.resolve import open_pack
 
     res = run_publish(open_pack(pack, allow_modified=allow_modified, log=_say), repo, private=private, revision=revision, dry_run=dry_run, license=license_)
     if as_json:
@@ -658,7 +658,7 @@ def publish(
 @app.command()
 def pull(ref: str = typer.Argument(..., help="ORG/NAME[@REVISION]"), as_json: bool = JsonOpt):
     """Download a pack from the Hub into the Hugging Face cache, verify its hash, and print its path."""
-    from .hub import pull as run_pull
+    from .pack.hub import pull as run_pull
 
     p = run_pull(ref.removeprefix("hf://"))
     if as_json:

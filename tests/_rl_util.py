@@ -19,7 +19,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # tiny models: threads only add c
 
 from conftest import make_tiny_pack  # noqa: E402
 
-from envgen import pack as packmod  # noqa: E402
+from envgen.pack import format as packmod  # noqa: E402
 from envgen.sandbox.local import describe_tools  # noqa: E402
 
 TRAIN_TOOLS = ["put", "submit"]

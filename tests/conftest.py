@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from envgen import pack as packmod
+from envgen.pack import format as packmod
 from envgen.sandbox.local import describe_tools
 
 TOOLS = '''
@@ -320,7 +320,7 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.fixture(scope="session")
 def docker_tiny_pack(tmp_path_factory):
     """The tiny pack (256 MB memory limit) with its image built once per session; present layers are reused."""
-    from envgen.images import build_pack_image, stderr_log
+    from envgen.sandbox.images import build_pack_image, stderr_log
 
     pack = make_tiny_pack(tmp_path_factory.mktemp("docker") / "tiny", limits={"memory_mb": 256})
     return build_pack_image(pack, log=stderr_log)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from envgen.actions import (
+from envgen.episodes.actions import (
     DS_CALL_BEGIN,
     DS_CALL_END,
     DS_CALLS_BEGIN,

@@ -7,23 +7,8 @@ import time
 
 import pytest
 
-from envgen.agent import (
-    Agent,
-    FunctionTools,
-    LLMClient,
-    LLMConfig,
-    LLMError,
-    LLMPool,
-    LLMUnavailable,
-    SandboxTools,
-    Tools,
-    ToolOutput,
-    Transcript,
-    Usage,
-    load_llm,
-    load_llm_file,
-    messages_for_request,
-)
+from envgen.llm.client import LLMClient, LLMConfig, LLMError, LLMPool, LLMUnavailable, TranscriptFile, Usage, load_llm, load_llm_file, messages_for_request
+from envgen.llm.agent import Agent, FunctionTools, SandboxTools, Tools, ToolOutput
 from envgen.errors import EnvgenError
 from envgen.sandbox import open_sandbox
 from envgen.store import Store
@@ -101,7 +86,7 @@ def test_thinking_retention_over_two_user_turns_with_tools(fake, tmp_path):
         Reply(reasoning="r5", content="21 C in Rome"),
     )
     agent = Agent(LLMClient(cfg(fake)), FunctionTools([add, weather]), system="be brief",
-                  transcript=Transcript(tmp_path / "t.jsonl"))
+                  transcript=TranscriptFile(tmp_path / "t.jsonl"))
     first = agent.send("q1")
     second = agent.send("q2")
     assert (first.outcome, first.answer, first.tool_calls) == ("answered", "3, 21 C, 7", 3)
@@ -137,7 +122,7 @@ def test_malformed_tool_call_json_becomes_an_error_result_and_is_recorded(fake, 
         Reply(content="3"),
     )
     path = tmp_path / "t.jsonl"
-    agent = Agent(LLMClient(cfg(fake)), FunctionTools([add]), transcript=Transcript(path))
+    agent = Agent(LLMClient(cfg(fake)), FunctionTools([add]), transcript=TranscriptFile(path))
     res = agent.send("add 1 and 2")
     assert (res.outcome, res.answer, res.malformed, res.tool_errors, res.tool_calls) == ("answered", "3", 3, 3, 4)
     tool_msgs = [m["content"] for m in fake.log[1].body["messages"] if m["role"] == "tool"]
@@ -153,7 +138,7 @@ def test_malformed_tool_call_json_becomes_an_error_result_and_is_recorded(fake, 
 def test_429_then_success_honours_retry_after(fake, tmp_path):
     fake.script(Fail(429, {"retry-after-ms": "300"}, "slow down"), Reply(content="ok"))
     usage, path = Usage(), tmp_path / "t.jsonl"
-    out = LLMClient(cfg(fake)).complete([{"role": "user", "content": "hi"}], transcript=Transcript(path), usage=usage)
+    out = LLMClient(cfg(fake)).complete([{"role": "user", "content": "hi"}], transcript=TranscriptFile(path), usage=usage)
     assert out.message["content"] == "ok" and out.attempts == 2
     assert fake.log[1].t - fake.log[0].t >= 0.3  # waited at least what the server asked
     assert (usage.calls, usage.retries, usage.errors) == (1, 1, 1)
@@ -165,7 +150,7 @@ def test_500_storm_exhausts_retries_with_a_clear_error(fake, tmp_path):
     fake.script(*[Fail(500, message="overloaded")] * 4)
     usage, path = Usage(), tmp_path / "t.jsonl"
     with pytest.raises(LLMUnavailable, match=r"gave up after 4 attempts.*HTTP 500: overloaded"):
-        LLMClient(cfg(fake, max_retries=3)).complete([{"role": "user", "content": "hi"}], transcript=Transcript(path),
+        LLMClient(cfg(fake, max_retries=3)).complete([{"role": "user", "content": "hi"}], transcript=TranscriptFile(path),
                                                       usage=usage)
     assert len(fake.log) == 4 and (usage.calls, usage.errors, usage.retries) == (0, 4, 3)
     errors = [e for e in read_events(path) if e["event"] == "error"]
@@ -185,7 +170,7 @@ def test_timeout_is_retried(fake, tmp_path):
     fake.script(Slow(1.5, Reply(content="late")), Reply(content="on time"))
     path = tmp_path / "t.jsonl"
     t0 = time.monotonic()
-    out = LLMClient(cfg(fake, timeout=0.4)).complete([{"role": "user", "content": "hi"}], transcript=Transcript(path))
+    out = LLMClient(cfg(fake, timeout=0.4)).complete([{"role": "user", "content": "hi"}], transcript=TranscriptFile(path))
     assert out.message["content"] == "on time" and out.attempts == 2
     assert time.monotonic() - t0 < 1.4
     assert [e["kind"] for e in read_events(path) if e["event"] == "error"] == ["timeout"]
@@ -195,7 +180,7 @@ def test_garbled_and_empty_replies_are_retried(fake, tmp_path):
     fake.script(Raw(b"{not json"), Raw(b'{"id": "x", "object": "chat.completion", "created": 0, "model": "m", '
                                        b'"choices": []}'), Reply(content="fine"))
     path = tmp_path / "t.jsonl"
-    out = LLMClient(cfg(fake)).complete([{"role": "user", "content": "hi"}], transcript=Transcript(path))
+    out = LLMClient(cfg(fake)).complete([{"role": "user", "content": "hi"}], transcript=TranscriptFile(path))
     assert out.message == {"role": "assistant", "content": "fine"} and out.attempts == 3
     assert [e["kind"] for e in read_events(path) if e["event"] == "error"] == ["bad_response", "empty_reply"]
 

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from envgen.build import (
+from envgen.build.offline import (
     build,
     build_generated,
     gate_all,
@@ -16,12 +16,12 @@ from envgen.build import (
     record_expectation,
     validate,
 )
-from envgen.episode import Episode, replay
+from envgen.episodes.episode import Episode, replay
 from envgen.errors import EnvgenError
-from envgen.families import categories, default_tasks, get_category, load_generator
+from envgen.build.sdk import categories, default_tasks, get_category, load_generator
 from envgen.pack import Pack, Task, ToolCall, load, save
 from envgen.paths import bundled
-from envgen.redteam import collateral, collateral_calls
+from envgen.build.gate import collateral, collateral_calls
 from envgen.sandbox import open_sandbox
 
 from conftest import make_tiny_pack

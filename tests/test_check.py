@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from envgen import pack as packmod
-from envgen.check import check, evaluate
-from envgen.passcheck import AtLeastOnce, Band, Outcome, Scheduler, pass_at_k, rollout_seed, run_check, wilson
+from envgen.pack import format as packmod
+from envgen.passcheck.check import check, evaluate
+from envgen.passcheck.rules import AtLeastOnce, Band, Outcome, Scheduler, pass_at_k, rollout_seed, run_check, wilson
 
 from conftest import make_tiny_pack
 from stub_policy import solves, stub_server

@@ -187,7 +187,7 @@ def test_json_output_is_the_only_thing_on_stdout(tmp_path):
     script = tmp_path / "noisy.py"
     script.write_text(
         "import os, sys\n"
-        "import envgen.families as fam\n"
+        "import envgen.build.sdk as fam\n"
         "from envgen import cli\n"
         "real = fam.categories\n"
         "def noisy():\n"

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from envgen.build import validate as gate_pack
-from envgen.code import build_code, export_swebench
-from envgen.code.environment import EnvironmentFailed, build_environment, layer_sharing
-from envgen.code.lang import Recipe, Step
-from envgen.gym import PackEnv
-from envgen.images import stderr_log
+from envgen.build.offline import validate as gate_pack
+from envgen.families.code import build_code, export_swebench
+from envgen.families.code.repo_image import EnvironmentFailed, build_environment, layer_sharing
+from envgen.families.code.lang import Recipe, Step
+from envgen.episodes.gym import PackEnv
+from envgen.sandbox.images import stderr_log
 from envgen.pack import load
-from envgen.policy import NullPolicy, OraclePolicy, rollout
+from envgen.policies.builtin import NullPolicy, OraclePolicy, rollout
 
 try:
     from .code_repo import diff, make_calc_repo
@@ -94,8 +94,8 @@ def test_swebench_file_round_trips_through_docker_validation(built, tmp_path):
         "calc__calc-5": (shas["docs"], shas["power"],
                          ["tests/test_power.py::test_power", "tests/test_power.py::test_power_zero"], []),
     }
-    from envgen.code.candidates import split_patch
-    from envgen.code.python import Python
+    from envgen.families.code.candidates import split_patch
+    from envgen.families.code.python import Python
 
     lines = []
     for iid, (base, head, f2p, p2p) in expected.items():

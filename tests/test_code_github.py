@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from envgen.code import build_code
-from envgen.code.sources import GitHub, GitHubError, GitHubSource
+from envgen.families.code import build_code
+from envgen.families.code.sources import GitHub, GitHubError, GitHubSource
 
 try:
     from .code_repo import diff, make_calc_repo

@@ -168,9 +168,9 @@ def test_infrastructure_is_test_configuration_hooks_metadata_caches_tests_and_sh
 @pytest.fixture
 def tally(tmp_path):
     """The tally fixture project as a pack ships it: a one-commit snapshot, its tree, gold and test patch."""
-    from envgen.code.candidates import split_patch
-    from envgen.code.environment import make_snapshot
-    from envgen.code.python import Python
+    from envgen.families.code.candidates import split_patch
+    from envgen.families.code.repo_image import make_snapshot
+    from envgen.families.code.python import Python
 
     shas = make_tally_repo(tmp_path / "tally")
     gold, test, _, _ = split_patch(diff(tmp_path / "tally", shas["initial"], shas["fix"]), Python())
@@ -262,7 +262,7 @@ def test_plugin_autoload_is_off_and_only_named_plugins_load(tally):
 
 
 def test_validation_rejects_a_run_whose_canary_passed_and_names_restored_gold_files():
-    from envgen.code.validate import judge
+    from envgen.families.code.execution import judge
 
     def run(mode, n, f2p, canary="failed", restored=()):
         return {"mode": mode, "run": n, "outcomes": {"t::f2p": f2p, "t::p2p": "passed"}, "canary": canary,
@@ -280,8 +280,8 @@ def test_validation_rejects_a_run_whose_canary_passed_and_names_restored_gold_fi
 def test_recipe_registers_the_projects_own_entry_points(tmp_path):
     """An editable install registers the project's entry points, so a project's own pytest plugin is one
     the environment provides (and validation records it)."""
-    from envgen.code.lang import RepoView
-    from envgen.code.python import Python
+    from envgen.families.code.lang import RepoView
+    from envgen.families.code.python import Python
 
     shas = make_tally_repo(tmp_path / "tally")
     recipe = Python().recipe(RepoView(tmp_path / "tally", shas["initial"]))
@@ -295,9 +295,9 @@ def test_recipe_registers_the_projects_own_entry_points(tmp_path):
 def test_check_grades_a_fresh_tree_from_the_pristine_snapshot_whatever_the_work_dir_holds(tmp_path):
     """Leftovers of the episode (an ancestor pytest.ini, a git filter in the work dir's repository, a forged
     conftest in the tree) are gone before the run; a genuine fix with a config edit scores 1."""
-    from envgen.code.candidates import split_patch
-    from envgen.code.environment import make_snapshot
-    from envgen.code.python import Python
+    from envgen.families.code.candidates import split_patch
+    from envgen.families.code.repo_image import make_snapshot
+    from envgen.families.code.python import Python
 
     shas = make_calc_repo(tmp_path / "calc")
     gold, test, _, _ = split_patch(diff(tmp_path / "calc", shas["initial"], shas["fix"]), Python())

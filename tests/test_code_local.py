@@ -10,11 +10,11 @@ import json
 
 import pytest
 
-from envgen.code import build_code, export_swebench
-from envgen.code.sources import read_swebench
-from envgen.episode import Episode, replay
+from envgen.families.code import build_code, export_swebench
+from envgen.families.code.sources import read_swebench
+from envgen.episodes.episode import Episode, replay
 from envgen.pack import load
-from envgen.redteam import code_probes
+from envgen.build.gate import code_probes
 from envgen.sandbox import open_sandbox
 
 try:

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from envgen.code.candidates import Filters, Rejection, make_candidate, split_patch
-from envgen.code.environment import make_snapshot, pack_dockerfile
-from envgen.code.lang import Recipe, RepoView, Step
-from envgen.code.python import Python, read_metadata, satisfies
-from envgen.code.sources import LocalGitSource, RawInstance, closing_issues, read_swebench
-from envgen.code.validate import classify, judge
+from envgen.families.code.candidates import Filters, Rejection, make_candidate, split_patch
+from envgen.families.code.repo_image import make_snapshot, pack_dockerfile
+from envgen.families.code.lang import Recipe, RepoView, Step
+from envgen.families.code.python import Python, read_metadata, satisfies
+from envgen.families.code.sources import LocalGitSource, RawInstance, closing_issues, read_swebench
+from envgen.families.code.execution import classify, judge
 from envgen.errors import EnvgenError
 
 try:

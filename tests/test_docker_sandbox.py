@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from envgen import pack as packmod
-from envgen.episode import Episode, replay
+from envgen.pack import format as packmod
+from envgen.episodes.episode import Episode, replay
 from envgen.errors import SandboxError
 from envgen.sandbox import open_sandbox
 from envgen.sandbox.docker import LABEL, PIDS_LIMIT, DockerSandbox, engine, gc, io_root
@@ -313,8 +313,8 @@ def test_travel_pack_end_to_end_through_gymnasium(tmp_path):
     import gymnasium
     from gymnasium.utils.env_checker import check_env
 
-    from envgen.build import build
-    from envgen.policy import make_policy, rollout
+    from envgen.build.offline import build
+    from envgen.policies.builtin import make_policy, rollout
 
     build("general", "travel-planning", tmp_path / "travel", tasks=3, seed=5, sandbox="docker", workers=2)
     env = gymnasium.make("envgen/Pack-v0", pack=str(tmp_path / "travel"), sandbox="docker")

@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Control flow inside one module, never shown to a user: (module, class) -> why it is not an EnvgenError.
 INTERNAL_SIGNALS = {
-    ("envgen.families", "ReferenceFailed"): "a generator skips a candidate whose reference call failed",
-    ("envgen.agent", "_EmptyReply"): "the LLM client retries an empty completion",
-    ("envgen.grm", "JudgeParseError"): "the rubric judge retries an unparseable reply",
+    ("envgen.build.sdk", "ReferenceFailed"): "a generator skips a candidate whose reference call failed",
+    ("envgen.llm.client", "_EmptyReply"): "the LLM client retries an empty completion",
+    ("envgen.llm.judge", "JudgeParseError"): "the rubric judge retries an unparseable reply",
     ("envgen.sandbox.channel", "ReplyTooLong"): "the channel's reader reports an overlong line to its sandbox",
 }
 
@@ -54,7 +54,7 @@ def _exception_classes(files: list[Path]) -> list[tuple[str, str]]:
 
 def test_every_exception_class_lives_in_errors_or_is_a_listed_signal():
     found = _exception_classes(sorted((ROOT / "envgen").rglob("*.py")))
-    assert ("envgen.errors", "LLMError") in found and ("envgen.agent", "_EmptyReply") in found  # the scan works
+    assert ("envgen.errors", "LLMError") in found and ("envgen.llm.client", "_EmptyReply") in found  # the scan works
     stray = [f"{m}.{c}" for m, c in found if m != "envgen.errors" and (m, c) not in INTERNAL_SIGNALS]
     assert not stray, f"move these into envgen/errors.py or list them as internal signals: {stray}"
     assert set(INTERNAL_SIGNALS) <= set(found), "a listed internal signal no longer exists; drop it from the list"
@@ -84,14 +84,14 @@ def test_categories_are_catchable_and_old_import_paths_still_work():
     assert e.InputError.exit_code == 2 and e.ServiceError.exit_code == 1
     assert {e.InputError.category, e.ServiceError.category, e.SandboxError.category, e.BuildError.category,
             e.JudgeError.category} == {"error", "service error", "sandbox error", "build error", "judge error"}
-    from envgen.actions import ActionError
-    from envgen.agent import LLMError, LLMUnavailable
-    from envgen.code.environment import EnvironmentFailed
-    from envgen.code.sources import GitHubError
-    from envgen.grm import JudgeError
-    from envgen.search import SearchUnavailable
-    from envgen.synth_general import SynthesisError
-    from envgen.synth_search import SearchSynthesisError
+    from envgen.episodes.actions import ActionError
+    from envgen.llm.client import LLMError, LLMUnavailable
+    from envgen.families.code.repo_image import EnvironmentFailed
+    from envgen.families.code.sources import GitHubError
+    from envgen.llm.judge import JudgeError
+    from envgen.retrieval.search import SearchUnavailable
+    from envgen.families.general.pipeline import SynthesisError
+    from envgen.families.search.pipeline import SearchSynthesisError
     assert (ActionError, LLMError, LLMUnavailable, EnvironmentFailed, GitHubError, JudgeError, SearchUnavailable,
             SynthesisError, SearchSynthesisError) == (e.ActionError, e.LLMError, e.LLMUnavailable,
                                                       e.EnvironmentFailed, e.GitHubError, e.JudgeError,

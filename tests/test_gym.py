@@ -12,10 +12,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
-from envgen.actions import render_action
+from envgen.episodes.actions import render_action
 from envgen.errors import EnvgenError, PackError
-from envgen.gym import ENV_ID, PackEnv, TextSpace, register_envs
-from envgen.policy import (
+from envgen.episodes.gym import ENV_ID, PackEnv, TextSpace, register_envs
+from envgen.policies.builtin import (
     NullPolicy,
     OraclePolicy,
     Transcript,
@@ -350,11 +350,11 @@ def test_text_space_shared_memory_round_trips_unicode():
 def test_registration_is_idempotent_and_make_works_without_import(pack_dir):
     register_envs()
     register_envs()
-    assert gymnasium.spec(ENV_ID).entry_point == "envgen.gym:PackEnv"
+    assert gymnasium.spec(ENV_ID).entry_point == "envgen.episodes.gym:PackEnv"
     code = ("import gymnasium, sys\n"
             "assert 'envgen' not in sys.modules\n"
             f"e = gymnasium.make('envgen:{ENV_ID}', pack={pack_dir!r})\n"
-            "from envgen.policy import rollout, OraclePolicy\n"
+            "from envgen.policies.builtin import rollout, OraclePolicy\n"
             "assert rollout(e, OraclePolicy()).reward == 1.0\n"
             "e.close()\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

@@ -13,10 +13,10 @@ import yaml
 from huggingface_hub import HfApi
 from huggingface_hub import constants as hf_constants
 
-from envgen import hub
-from envgen import pack as packmod
+from envgen.pack import hub
+from envgen.pack import format as packmod
 from envgen.errors import EnvgenError, PackError
-from envgen.resolve import open_pack
+from envgen.pack.resolve import open_pack
 
 try:  # tests/ as a package or as a plain folder on sys.path: both are pytest layouts
     from .hub_server import FakeHub
@@ -38,7 +38,7 @@ def server():
 def fake_hub(server, tmp_path, monkeypatch):
     """The local Hub at HF_ENDPOINT, with private caches and no ambient token; fails the test on any request
     the server does not implement."""
-    monkeypatch.setenv("HF_ENDPOINT", server.url)  # envgen.hub reads it per call; huggingface_hub only at import
+    monkeypatch.setenv("HF_ENDPOINT", server.url)  # envgen.pack.hub reads it per call; huggingface_hub only at import
     monkeypatch.setenv("ENVGEN_CACHE", str(tmp_path / "envgen-cache"))
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     monkeypatch.delenv("HF_TOKEN", raising=False)

@@ -9,8 +9,8 @@ import tarfile
 import docker
 import pytest
 
-from envgen import images
-from envgen import pack as packmod
+from envgen.sandbox import images
+from envgen.pack import format as packmod
 from envgen.errors import EnvgenError
 
 

@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 
-from envgen import pack as packmod
-from envgen.passcheck import AtLeastOnce, rollout_seed
+from envgen.pack import format as packmod
+from envgen.passcheck.rules import AtLeastOnce, rollout_seed
 
 from conftest import make_tiny_pack
 from stub_policy import solves, stub_server
@@ -111,8 +111,10 @@ def test_two_concurrent_checks_on_one_store_agree_with_one_run_and_record_each_r
 
 
 def test_envgen_cache_moves_the_store_work_dirs_and_caches(tmp_path, monkeypatch):
-    from envgen import hub, images, paths, store
-    from envgen.code import sources
+    from envgen import paths, store
+    from envgen.pack import hub
+    from envgen.sandbox import images
+    from envgen.families.code import sources
 
     cache = tmp_path / "elsewhere"
     monkeypatch.setenv("ENVGEN_CACHE", str(cache))

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from envgen.episode import replay
+from envgen.episodes.episode import replay
 from envgen.sandbox import open_sandbox
 from envgen.sandbox.local import describe_tools
 

@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
-from envgen import pack as packmod
+from envgen.pack import format as packmod
 from envgen.errors import PackError
-from envgen.resolve import open_pack
+from envgen.pack.resolve import open_pack
 
 
 def _rewrite_task(root, lineno, mutate):

@@ -7,10 +7,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from envgen.check import check  # noqa: E402
-from envgen.gym import PackEnv  # noqa: E402
-from envgen.policy import make_policy, rollout  # noqa: E402
-from envgen.policy_hf import _Batcher  # noqa: E402
+from envgen.passcheck.check import check  # noqa: E402
+from envgen.episodes.gym import PackEnv  # noqa: E402
+from envgen.policies.builtin import make_policy, rollout  # noqa: E402
+from envgen.policies.hf import _Batcher  # noqa: E402
 
 from envgen.rl.tiny import tiny_model, train_tokenizer  # noqa: E402
 

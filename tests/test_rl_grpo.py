@@ -112,7 +112,7 @@ def test_grpo_with_keep_routing_on_a_tiny_moe(tmp_path):
 
 
 def test_several_packs_train_together_with_per_pack_metrics(tmp_path):
-    from envgen import pack as packmod
+    from envgen.pack import format as packmod
     from envgen.rl.training import build_trainer
 
     base = _rl_util.tiny_pack()

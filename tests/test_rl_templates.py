@@ -137,10 +137,10 @@ def test_files_render_in_plain_jinja2_as_with_transformers(tokenizers, family):
 
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_templates_match_the_agent_runtime_retention_rule(tokenizers, family):
-    """Rendering a full history equals rendering what envgen.agent would send for it."""
-    agent = pytest.importorskip("envgen.agent")
+    """Rendering a full history equals rendering what envgen.llm.agent would send for it."""
+    agent = pytest.importorskip("envgen.llm.agent")
     if not hasattr(agent, "messages_for_request"):
-        pytest.skip("envgen.agent has no messages_for_request")
+        pytest.skip("envgen.llm.agent has no messages_for_request")
     tok = tokenizers[family]
     assert render(tok, CONVERSATION) == render(tok, agent.messages_for_request(CONVERSATION))
 

@@ -15,9 +15,9 @@ import gymnasium
 import pytest
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
-from envgen.agent import LLMConfig
-from envgen.build import build, validate
-from envgen.corpus import (
+from envgen.llm.client import LLMConfig
+from envgen.build.offline import build, validate
+from envgen.retrieval.corpus import (
     Doc,
     build_index,
     detect_language,
@@ -30,16 +30,16 @@ from envgen.corpus import (
     shipped_corpus,
 )
 from envgen.errors import EnvgenError
-from envgen.gym import ENV_ID
-from envgen.grm import JudgedSandbox, JudgeError, Rubric, RubricJudge, parse_judgement, JudgeParseError
+from envgen.episodes.gym import ENV_ID
+from envgen.llm.judge import JudgedSandbox, JudgeError, Rubric, RubricJudge, parse_judgement, JudgeParseError
 from envgen.pack import load
-from envgen.policy import NullPolicy, OraclePolicy, rollout
-from envgen.redteam import mutate
+from envgen.policies.builtin import NullPolicy, OraclePolicy, rollout
+from envgen.build.gate import mutate
 from envgen.sandbox import open_sandbox
-from envgen.search import SearchUnavailable, get_backend
-from envgen.search_backends import CachedBackend, LocalBackend, SearchCache, WebBackend, agent_tools
+from envgen.retrieval.search import SearchUnavailable, get_backend
+from envgen.retrieval.pages import CachedBackend, LocalBackend, SearchCache, WebBackend, agent_tools
 from envgen.store import Store
-from envgen.synth_search import SearchSynthConfig, synthesize_search
+from envgen.families.search.pipeline import SearchSynthConfig, synthesize_search
 
 try:
     from .fake_llm import Fail, FakeLLM, Reply, tool_names
@@ -599,7 +599,7 @@ def test_judged_sandbox_grades_rubric_tasks_on_the_host(geo_pack):
         judge = RubricJudge(llm_cfg(fake), votes=2)
         with open_sandbox(pack) as inner:
             sbx = JudgedSandbox(inner, judge)
-            from envgen.episode import replay
+            from envgen.episodes.episode import replay
 
             ep = replay(sbx, task, task.reference.calls, task.reference.answer)
         weights = {c["id"]: c["weight"] for c in task.verifier.args["criteria"]}

@@ -18,13 +18,13 @@ import gymnasium
 import pytest
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
-from envgen.agent import LLMConfig
-from envgen.build import validate
+from envgen.llm.client import LLMConfig
+from envgen.build.offline import validate
 from envgen.errors import EnvgenError
 from envgen.pack import load, verify_hash
-from envgen.policy import NullPolicy, OraclePolicy, rollout
+from envgen.policies.builtin import NullPolicy, OraclePolicy, rollout
 from envgen.store import Store
-from envgen.synth_general import SynthesisError, stage_count, synthesize
+from envgen.families.general.pipeline import SynthesisError, stage_count, synthesize
 
 try:
     from .fake_llm import Fail, FakeLLM, Reply
@@ -96,7 +96,7 @@ def test_category_goes_from_empty_to_a_pack_with_three_difficulty_levels(clean):
     assert sorted(p.name for p in (clean.pack / "hidden" / "verify").iterdir()) == [f"{t.id}.py" for t in pack.tasks]
     assert (clean.pack / "env" / "state" / "db.sqlite").is_file() and not (clean.pack / "env" / "build_db.py").exists()
     prov = pack.manifest.provenance
-    assert prov.models == ["fake-model"] and prov.sources == ["synthetic"] and prov.generator.startswith("envgen.synth")
+    assert prov.models == ["fake-model"] and prov.sources == ["synthetic"] and prov.generator.startswith("envgen.families.general")
     # the report: tokens and money of every paid call, and one progress tick per stage
     assert rep.llm["spent"]["calls"] == len(clean.keys) == rep.llm["session"]["calls"]
     assert rep.llm["spent"]["cost"] == pytest.approx(rep.llm["session"]["cost"]) and rep.llm["spent"]["cost"] > 0
@@ -167,8 +167,8 @@ def test_rerunning_a_finished_build_calls_no_model(clean, tmp_path):
 
 CHILD = """
 import json, os
-from envgen.agent import LLMConfig
-from envgen.synth_general import synthesize
+from envgen.llm.client import LLMConfig
+from envgen.families.general.pipeline import synthesize
 a = json.loads(os.environ["SYNTH_ARGS"])
 synthesize(a["category"], a["out"], llm=LLMConfig(**a["llm"]), store_url=a["store"], work_dir=a["work"], max_levels=3)
 """
@@ -322,8 +322,8 @@ class BookingScript(GeneralScript):
 def test_llm_made_tasks_judge_the_whole_database(tmp_path):
     """The LLM path records each task's expected change set; a write the task's own verification ignores
     (a second booking, for someone else) still scores 0."""
-    from envgen.actions import render_action
-    from envgen.gym import ENV_ID
+    from envgen.episodes.actions import render_action
+    from envgen.episodes.gym import ENV_ID
 
     with FakeLLM(BookingScript(Scenario(malformed_json=False, wrong_first=False))) as fake:
         rep = synthesize(CATEGORY, tmp_path / "pack", llm=llm(fake), store_url=f"sqlite:///{tmp_path / 's.sqlite'}",

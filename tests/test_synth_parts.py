@@ -10,13 +10,13 @@ import textwrap
 
 import pytest
 
-from envgen import codecheck
-from envgen.agentspec import list_specs, load_spec, parse_spec
+from envgen.families.general import static_checks as codecheck
+from envgen.llm.roles import list_specs, load_spec, parse_spec
 from envgen.errors import EnvgenError
 from envgen.pack import Limits, Manifest, Pack
 from envgen.paths import bundled
 from envgen.sandbox import open_sandbox
-from envgen.search import SearchBackend, SearchResult, SearchTool, SearchUnavailable, get_backend, register_backend
+from envgen.retrieval.search import SearchBackend, SearchResult, SearchTool, SearchUnavailable, get_backend, register_backend
 
 # ----------------------------------------------------------------------------- static checks
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from envgen.build import build
-from envgen.episode import Episode, replay
-from envgen.families import get_category, load_generator, load_module
+from envgen.build.offline import build
+from envgen.episodes.episode import Episode, replay
+from envgen.build.sdk import get_category, load_generator, load_module
 from envgen.pack import ToolSchema
 from envgen.sandbox import open_sandbox
 from envgen.sandbox.local import describe_tools

@@ -5,7 +5,7 @@ before each rollout, and exposes every public method of the class as a tool, rea
 type hints and Google-style docstring with ``transformers.utils.get_json_schema``. So a pack's tool
 schemas are turned into real methods (keyword-only parameters with the schema's types, a docstring
 naming every argument) and everything else on the class is private. Each instance drives one sandbox
-session of the pack through ``envgen.episode.Episode``, so tool calls are recorded and judged exactly as
+session of the pack through ``envgen.episodes.episode.Episode``, so tool calls are recorded and judged exactly as
 in ``PackEnv`` and the pass check.
 
 The reward is ``verifier_reward`` rather than a ``get_reward`` method: TRL calls ``get_reward()`` with no
@@ -25,11 +25,11 @@ from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterable, Literal, Optional, Union
 
-from ..episode import Episode
+from ..episodes.episode import Episode
 from ..errors import EnvgenError, InputError
-from ..gym import DEFAULT_SYSTEM_PROMPT
-from ..pack import Pack, Task, ToolSchema
-from ..resolve import open_pack
+from ..episodes.gym import DEFAULT_SYSTEM_PROMPT
+from ..pack.format import Pack, Task, ToolSchema
+from ..pack.resolve import open_pack
 from ..sandbox import open_sandbox
 
 RESERVED = ("reset", "get_reward")

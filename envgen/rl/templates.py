@@ -2,7 +2,7 @@
 
 The Jinja files are the source of truth and plain Jinja2, so the same file serves TRL training
 (``install_template``) and inference (``vllm serve --chat-template $(python -c 'import envgen.rl as r;
-print(r.template_path("qwen3"))')``). The rule they implement is ``envgen.agent.messages_for_request``'s:
+print(r.template_path("qwen3"))')``). The rule they implement is ``envgen.llm.agent.messages_for_request``'s:
 reasoning of assistant turns after the last user message is kept, earlier reasoning is dropped.
 """
 

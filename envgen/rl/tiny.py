@@ -15,8 +15,8 @@ from typing import Any, Iterable
 import torch
 
 from ..errors import InputError
-from ..pack import Pack
-from ..resolve import open_pack
+from ..pack.format import Pack
+from ..pack.resolve import open_pack
 from .env import env_tools, environment_class, pack_dataset
 from .templates import chat_template, family_name, install_template
 

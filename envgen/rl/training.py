@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..errors import InputError
-from ..resolve import open_pack
+from ..pack.resolve import open_pack
 from .config import load_config
 from .env import environment_class, pack_dataset
 from .templates import install_template

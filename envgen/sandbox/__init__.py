@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Literal
 
 from ..errors import InputError
-from ..pack import Pack
-from ..docker_engine import docker_available
+from ..pack.format import Pack
+from .engine import docker_available
 from .base import Sandbox, ToolResult, Verdict
 from .docker import DockerSandbox
 from .local import LocalSandbox

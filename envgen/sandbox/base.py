@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SandboxError
-from ..pack import Pack, Task
+from ..pack.format import Pack, Task
 from .channel import Channel, ReplyTooLong
 from .supervised import START_TIMEOUT_S, Supervised
 

@@ -45,10 +45,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..docker_engine import _is_local, docker_available, engine  # noqa: F401  (docker_available: re-exported)
+from .engine import _is_local, docker_available, engine  # noqa: F401  (docker_available: re-exported)
 from ..errors import EnvgenError, InputError, SandboxError
-from ..images import ensure_pack_image, pack_image_tag, stderr_log
-from ..pack import Pack
+from .images import ensure_pack_image, pack_image_tag, stderr_log
+from ..pack.format import Pack
 from .base import Sandbox
 from .channel import Channel, runtime_line_bound
 from .supervised import Control, Supervised

@@ -36,7 +36,7 @@ import threading
 from pathlib import Path
 
 from ..errors import InputError, SandboxError
-from ..pack import Pack
+from ..pack.format import Pack
 from ..paths import bundled
 from .base import Sandbox
 from .channel import runtime_line_bound

@@ -17,9 +17,9 @@ import time
 from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from ..docker_engine import engine
+from .engine import engine
 from ..errors import SandboxError
-from ..pack import Pack
+from ..pack.format import Pack
 from .docker import Box, Spec, _resolve_image
 
 

@@ -1,7 +1,7 @@
 """Search tools: full-text search over an offline encyclopedia, and reading its pages.
 
 Runs inside the sandbox (stdlib only, Python 3.8+, SQLite with FTS5) with the episode's work dir as the
-current directory; the index is ``state/corpus.sqlite``, built on the host by ``envgen.corpus``. The host
+current directory; the index is ``state/corpus.sqlite``, built on the host by ``envgen.retrieval.corpus``. The host
 loads this same file for its ``local`` search backend, so generator agents and a pack's agents see the
 same results for the same query.
 """

@@ -16,11 +16,11 @@ import gymnasium
 import pytest
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
-from envgen.actions import render_action
-from envgen.build import build, gate_all
-from envgen.gym import ENV_ID
+from envgen.episodes.actions import render_action
+from envgen.build.offline import build, gate_all
+from envgen.episodes.gym import ENV_ID
 from envgen.pack import load
-from envgen.redteam import gate
+from envgen.build.gate import gate
 from envgen.sandbox import open_sandbox
 
 TEXT_PROBES = ("hedge-first", "hedge-last", "enumeration", "answer-lines")

@@ -16,8 +16,8 @@ import gymnasium
 import pytest
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
-from envgen.actions import render_action
-from envgen.code import build_code
+from envgen.episodes.actions import render_action
+from envgen.families.code import build_code
 from envgen.pack import load
 
 from code_repo import make_tally_repo

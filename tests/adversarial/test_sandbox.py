@@ -20,7 +20,7 @@ import pytest
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
 import envgen.paths
-from envgen.actions import render_action
+from envgen.episodes.actions import render_action
 from envgen.errors import SandboxError
 
 from conftest import make_tiny_pack
@@ -231,7 +231,7 @@ def hostile_pack(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def docker_hostile_pack(tmp_path_factory):
-    from envgen.images import build_pack_image, stderr_log
+    from envgen.sandbox.images import build_pack_image, stderr_log
 
     pack = make_tiny_pack(tmp_path_factory.mktemp("dhostile") / "tiny", extra_tools=HOSTILE, limits={"memory_mb": 256})
     return build_pack_image(pack, log=stderr_log)

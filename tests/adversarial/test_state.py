@@ -20,9 +20,9 @@ import gymnasium
 import pytest
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
-from envgen.actions import render_action
-from envgen.build import build
-from envgen.gym import ENV_ID
+from envgen.episodes.actions import render_action
+from envgen.build.offline import build
+from envgen.episodes.gym import ENV_ID
 from envgen.pack import Pack, load
 
 TODAY = "2025-03-14"
@@ -171,7 +171,7 @@ def _single_call(env, task, tool: str, args: dict) -> str:
 
 def test_the_gate_rejects_a_verifier_that_misses_collateral_writes(lib, tmp_path):
     """Packs built before whole-database checks: the collateral probe catches their verifiers (validate)."""
-    from envgen.build import validate
+    from envgen.build.offline import validate
     from envgen.pack import save
 
     old = []
@@ -194,7 +194,7 @@ def test_the_gate_rejects_a_verifier_that_misses_collateral_writes(lib, tmp_path
 
 @pytest.mark.docker
 def test_collateral_writes_score_zero_in_docker(lib, tmp_path):
-    from envgen.images import build_pack_image, stderr_log
+    from envgen.sandbox.images import build_pack_image, stderr_log
     from envgen.pack import save
 
     pack = build_pack_image(save(Pack(lib.manifest.model_copy(deep=True), lib.tasks), tmp_path / "lib",

@@ -1,6 +1,6 @@
 """Rubric verifiers: the sandbox half of generative-reward-model (GRM) grading.
 
-A rubric task is judged by an LLM on the host after the episode (``envgen.grm``): the sandbox has no
+A rubric task is judged by an LLM on the host after the episode (``envgen.llm.judge``): the sandbox has no
 network and no model. What runs here is the task's deterministic part, so a rubric task still has an
 exact, offline reward (oracle replays, red-team probes, RL without a judge): the short-answer check in
 ``args.answer`` (the ``answer`` verifier's arguments). ``details.judge`` says the rubric itself is still
@@ -54,9 +54,9 @@ def check(args: dict, *, answer: str, **kw) -> dict:
     validate(args)
     if not isinstance(args.get("answer"), dict):
         raise ValueError("rubric verifier has no deterministic part (args.answer); it can only be graded by the "
-                         "host's judge (envgen.grm)")
+                         "host's judge (envgen.llm.judge)")
     out = _answer.check(args["answer"], answer=answer, **kw)
     details = dict(out.get("details", {}))
-    details.update({"judge": "pending: grade on the host with envgen.grm for the rubric score",
+    details.update({"judge": "pending: grade on the host with envgen.llm.judge for the rubric score",
                     "criteria": len(args["criteria"]), "pitfalls": len(args.get("pitfalls") or [])})
     return {"reward": out["reward"], "details": details}

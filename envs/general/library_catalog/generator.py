@@ -1,7 +1,7 @@
 """Library desk: serve members of a seeded city library network (search, lend, return, renew, fines).
 
 Runs on the host. A second, smaller category of the general family, and the proof that a category is
-a folder: the engine (envgen.build, envgen.families) knows nothing about it. Unlike travel planning its
+a folder: the engine (envgen.build.offline, envgen.build.sdk) knows nothing about it. Unlike travel planning its
 tools change state, and its verifier judges the whole database the episode leaves behind: it must equal
 the pristine one with the reference replayed (the build records that change set), so every task is
 drawn to have exactly one right end state (e.g. one available copy of the book at the branch). Levels:
@@ -27,7 +27,7 @@ from pathlib import Path
 from sqlalchemy import ForeignKey, Integer, String, create_engine, insert
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from envgen.families import (
+from envgen.build.sdk import (
     Generated,
     ReferenceFailed,
     ToolRecorder,

@@ -30,7 +30,7 @@ from pathlib import Path
 from sqlalchemy import Boolean, Float, ForeignKey, Integer, String, Text, create_engine, insert, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from envgen.families import Generated, ReferenceFailed, ToolRecorder, create_schema, fresh_workdir, load_module
+from envgen.build.sdk import Generated, ReferenceFailed, ToolRecorder, create_schema, fresh_workdir, load_module
 from envgen.pack import Limits, Task
 
 HERE = Path(__file__).resolve().parent

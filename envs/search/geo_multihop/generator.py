@@ -4,7 +4,7 @@ Runs on the host, offline, with no model: the search family's path for a fresh m
 indexes the shipped corpus (``data/corpus/geo.jsonl.gz``, pages rendered from GeoNames, countryinfo and
 pycountry data) into ``env/state/corpus.sqlite``, copies the search tools, and composes questions from
 the facts behind the pages, starting from long-tail cities (rarely mentioned names; see
-``envgen.corpus.mine_entities``).
+``envgen.retrieval.corpus.mine_entities``).
 
 Every answer depends on a fact only this corpus has: GeoNames populations and the "nearest city in this
 encyclopedia" links (computed over the ~2,100 cities it holds, so they differ from the real map). No
@@ -38,8 +38,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from envgen.corpus import build_index, mine_entities, read_docs, shipped_corpus
-from envgen.families import Generated, ReferenceFailed, ToolRecorder, fresh_workdir, load_module
+from envgen.retrieval.corpus import build_index, mine_entities, read_docs, shipped_corpus
+from envgen.build.sdk import Generated, ReferenceFailed, ToolRecorder, fresh_workdir, load_module
 from envgen.pack import Limits, Task
 from envgen.paths import bundled
 

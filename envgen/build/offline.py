@@ -1,0 +1,273 @@
+"""Build and validate packs.
+
+``build``: a category's generator proposes tasks -> the runtime derives the tool schemas -> a task whose
+verifier compares the whole database gets its expected change set, recorded by replaying its reference
+-> every task goes through the red-team gate in a sandbox (``workers`` sandboxes in parallel) -> tasks
+that fail are dropped with their reason -> the pack is saved atomically, with a build summary in its
+manifest.
+``validate``: the same gate over an existing pack (oracle replay twice + the red-team probes); expectations
+are never recorded there: a whole-database task without one fails.
+
+Parallelism is one host thread per sandbox: the work happens in the sandboxes' runtime processes and
+the threads only wait on pipes, so threads cost nothing that processes would save, and the pack
+needs no pickling. Sandboxes are started from the calling thread, before the workers (forking with a
+preexec_fn while other threads run is unsafe).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..episodes.episode import replay
+from ..errors import InputError
+from .sdk import Generated, default_tasks, get_category, load_generator
+from ..pack.format import MANIFEST, Manifest, Pack, Provenance, Task, save
+from .gate import GateResult, gate
+from ..pack.resolve import open_pack
+from ..sandbox import Sandbox, open_sandbox
+from ..sandbox.local import describe_tools
+
+Progress = Callable[[int], Any]
+
+
+@dataclass
+class BuildReport:
+    """What a build did: counts, why tasks were dropped, the kept tasks' difficulties, and timings."""
+
+    pack: Path
+    name: str
+    family: str
+    category: str
+    seed: int
+    proposed: int
+    kept: int
+    rejected_by_reason: dict[str, int]
+    """Reason (the first probe that failed, e.g. "mutated scored 1, expected 0") -> tasks."""
+    rejections: list[dict[str, str]]
+    """[{task, reason}] for every dropped task, reasons in full."""
+    difficulty: dict[str, int]
+    """Difficulty (reference tool calls) -> kept tasks."""
+    seconds: float
+    stages: dict[str, float] = field(default_factory=dict)
+    """Seconds per stage: generate db/tasks, describe, stage, gate, save."""
+    workers: int = 1
+    sandbox: str = "local"
+    not_applicable: dict[str, int] = field(default_factory=dict)
+    """Probe -> tasks it could not apply to (kept or not), e.g. collateral where no other reference writes."""
+
+    @property
+    def rejected(self) -> int:
+        return self.proposed - self.kept
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready: everything above plus rejected (a count) and tasks per second."""
+        out = asdict(self)
+        out["pack"] = str(self.pack)
+        out["rejected"] = self.rejected
+        out["tasks_per_s"] = round(self.proposed / self.seconds, 2) if self.seconds else None
+        out["seconds"] = round(self.seconds, 3)
+        out["stages"] = {k: round(v, 3) for k, v in self.stages.items()}
+        return out
+
+
+def reason_key(reason: str) -> str:
+    return reason.split(";", 1)[0].strip() or "unknown"
+
+
+def check_out(out: Path) -> None:
+    """save() replaces the destination: refuse anything that is not an earlier pack or an empty dir."""
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST).is_file())):
+        raise InputError(f"{out}: exists and is not a pack, refusing to replace it; choose another --out or remove it")
+
+
+def needs_expectation(task: Task) -> bool:
+    """Does the task's verifier compare the whole database (``changes``) without a recorded expectation yet?
+
+    A ``state`` verifier always does; a ``program`` verifier when its args declare ``changes`` (not report-only).
+    """
+    spec = task.verifier.args.get("changes")
+    if task.verifier.kind == "state":
+        return not isinstance((spec or {}).get("expected"), dict)
+    return isinstance(spec, dict) and not spec.get("report") and not isinstance(spec.get("expected"), dict)
+
+
+def record_expectation(sandbox: Sandbox, task: Task) -> Task:
+    """The task with its expected change set: the reference replayed in ``sandbox``, and the change set its
+    verifier reported (``details["changes"]["actual"]``) stored in the verifier's args.
+
+    The agent never sees tasks.jsonl, so the expectation can live there. A reference whose calls fail, or a
+    verifier that reports no change set, leaves the task as it was: the gate then rejects it, loudly.
+    """
+    ep = replay(sandbox, task, task.reference.calls, task.reference.answer)
+    seen = (ep.verdict.details or {}).get("changes")
+    if any(not c["ok"] for c in ep.calls) or not isinstance(seen, dict) or not isinstance(seen.get("actual"), dict):
+        return task
+    out = task.model_copy(deep=True)
+    out.verifier.args["changes"] = {**(out.verifier.args.get("changes") or {}), "expected": seen["actual"]}
+    return out
+
+
+def _pooled(pack: Pack, tasks: Sequence[Task], work: Callable[[Sandbox, Task], tuple[Task, GateResult]], *,
+            workers: int, sandbox: str, progress: Progress | None) -> list[tuple[Task, GateResult]]:
+    """``work(sandbox, task)`` for every task across ``workers`` sandboxes; results in task order."""
+    if workers < 1:
+        raise InputError(f"workers must be at least 1, got {workers}")
+    results: list[tuple[Task, GateResult] | None] = [None] * len(tasks)
+    if not tasks:
+        return []
+    sandboxes = []
+    try:
+        for _ in range(min(workers, len(tasks))):
+            sandboxes.append(open_sandbox(pack, sandbox))
+        lock, stop = threading.Lock(), threading.Event()
+        cursor = iter(range(len(tasks)))
+        errors: list[BaseException] = []
+
+        def run(sbx) -> None:
+            try:
+                while not stop.is_set():
+                    with lock:
+                        i = next(cursor, None)
+                    if i is None:
+                        return
+                    try:
+                        res = work(sbx, tasks[i])
+                    except Exception as e:  # a sandbox that cannot reset: the task fails, the build goes on
+                        res = (tasks[i], GateResult(tasks[i].id, False, f"error: {type(e).__name__}: {e}"))
+                    results[i] = res
+                    if progress is not None:
+                        progress(1)
+            except BaseException as e:  # e.g. the progress callback failed: stop everyone, re-raise below
+                errors.append(e)
+                stop.set()
+
+        threads = [threading.Thread(target=run, args=(s,), name=f"envgen-gate-{k}", daemon=True)
+                   for k, s in enumerate(sandboxes)]
+        for t in threads:
+            t.start()
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.2)
+        except BaseException:
+            stop.set()  # workers finish their current task, then the sandboxes close below
+            for t in threads:
+                t.join()
+            raise
+        if errors:
+            raise errors[0]
+    finally:
+        for s in sandboxes:
+            s.close()
+    return results  # type: ignore[return-value]  # every slot is filled when the workers finish cleanly
+
+
+def gate_all(pack: Pack, tasks: Sequence[Task] | None = None, *, workers: int = 2, sandbox: str = "local",
+             progress: Progress | None = None) -> list[GateResult]:
+    """Red-team every task (default: all of the pack's) across ``workers`` sandboxes; results in task order."""
+    tasks = list(pack.tasks if tasks is None else tasks)
+    return [r for _, r in _pooled(pack, tasks, lambda sbx, t: (t, gate(sbx, pack, t)), workers=workers,
+                                  sandbox=sandbox, progress=progress)]
+
+
+def record_and_gate(pack: Pack, tasks: Sequence[Task] | None = None, *, workers: int = 2, sandbox: str = "local",
+                    progress: Progress | None = None) -> list[tuple[Task, GateResult]]:
+    """Record the expected change set of every task that needs one, then red-team it: [(task, result)].
+
+    The returned tasks carry their expectations; save those, not the ones passed in.
+    """
+    tasks = list(pack.tasks if tasks is None else tasks)
+
+    def work(sbx: Sandbox, task: Task) -> tuple[Task, GateResult]:
+        if needs_expectation(task):
+            task = record_expectation(sbx, task)
+        return task, gate(sbx, pack, task)
+
+    return _pooled(pack, tasks, work, workers=workers, sandbox=sandbox, progress=progress)
+
+
+def not_applicable(results: Sequence[GateResult]) -> dict[str, int]:
+    """Probe -> tasks it did not apply to (e.g. no call of another reference changes the task's database)."""
+    return dict(sorted(Counter(p for r in results for p in r.not_applicable).items()))
+
+
+def build_generated(gen: Generated, out: str | Path, *, seed: int = 0, workers: int = 2, sandbox: str = "local",
+                    progress: Progress | None = None, stages: dict[str, float] | None = None,
+                    started: float | None = None) -> BuildReport:
+    """Gate a generator's proposals and save the pack of those that pass (the second half of ``build``)."""
+    out = Path(out)
+    check_out(out)
+    started = time.perf_counter() if started is None else started
+    stages = dict(stages or {})
+    t = time.perf_counter()
+    schemas = describe_tools(gen.env_dir)
+    stages["describe"] = time.perf_counter() - t
+    manifest = Manifest(name=gen.name, family=gen.family, category=gen.category, description=gen.description,
+                        tools=schemas, submit_tool=gen.submit_tool, limits=gen.limits,
+                        provenance=Provenance(generator=gen.generator, seed=seed, sources=[f"{gen.family}/{gen.category}"]))
+    with tempfile.TemporaryDirectory(prefix="envgen-stage-") as tmp:
+        t = time.perf_counter()
+        staged = save(Pack(manifest, gen.tasks), Path(tmp) / "pack", env_from=gen.env_dir, hidden_from=gen.hidden_dir)
+        stages["stage"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        gated = record_and_gate(staged, workers=workers, sandbox=sandbox, progress=progress)
+        stages["gate"] = time.perf_counter() - t
+
+        results = [r for _, r in gated]
+        kept = [task for task, r in gated if r.passed]
+        failed = [r for r in results if not r.passed]
+        by_reason = dict(Counter(reason_key(r.reason) for r in failed).most_common())
+        hist = Counter(task.difficulty for task in kept)
+        report = BuildReport(
+            pack=out.resolve(), name=gen.name, family=gen.family, category=gen.category, seed=seed,
+            proposed=len(staged.tasks), kept=len(kept), rejected_by_reason=by_reason,
+            rejections=[{"task": r.task_id, "reason": r.reason} for r in failed],
+            difficulty={str(k): hist[k] for k in sorted(hist)}, seconds=0.0, stages=stages, workers=workers,
+            sandbox=sandbox, not_applicable=not_applicable(results))
+
+        t = time.perf_counter()
+        final = staged.with_tasks(kept)
+        final.manifest.stats["build"] = {"proposed": report.proposed, "kept": report.kept,
+                                         "rejected_by_reason": by_reason, "not_applicable": report.not_applicable,
+                                         "workers": workers, "sandbox": sandbox,
+                                         "seconds": round(time.perf_counter() - started, 3)}
+        save(final, out, env_from=staged.env_dir, hidden_from=staged.hidden_dir)
+        stages["save"] = time.perf_counter() - t
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def build(family: str, category: str, out: str | Path, *, tasks: int | None = None, seed: int = 0, workers: int = 2,
+          sandbox: str = "local", progress: Progress | None = None) -> BuildReport:
+    """Generate ``tasks`` proposals (default: the category's DEFAULT_TASKS) for ``seed``, gate them, save the pack.
+
+    ``progress(1)`` is called once per gated task (``tasks`` calls in all), to drive a progress bar.
+    """
+    started = time.perf_counter()
+    cat = get_category(family, category)
+    n = default_tasks(family, category) if tasks is None else tasks
+    if n < 1:
+        raise InputError(f"--tasks must be at least 1, got {n}")
+    check_out(Path(out))
+    generator = load_generator(cat)
+    with tempfile.TemporaryDirectory(prefix="envgen-build-") as work:
+        t = time.perf_counter()
+        gen = generator.generate(Path(work), n, seed)
+        stages = {f"generate_{k}": v for k, v in gen.timings.items()} or {"generate": time.perf_counter() - t}
+        if len(gen.tasks) != n:
+            raise InputError(f"{cat.path}/generator.py returned {len(gen.tasks)} tasks, asked for {n}")
+        return build_generated(gen, out, seed=seed, workers=workers, sandbox=sandbox, progress=progress,
+                               stages=stages, started=started)
+
+
+def validate(pack: str | Path | Pack, *, workers: int = 2, sandbox: str = "local",
+             progress: Progress | None = None) -> list[GateResult]:
+    """Oracle replay (twice) and the red-team probes over every task of a pack; one GateResult per task."""
+    return gate_all(open_pack(pack), workers=workers, sandbox=sandbox, progress=progress)

@@ -1,0 +1,276 @@
+"""Execution validation: which tests the gold patch turns from failing to passing, and which it breaks.
+
+The task's test files run ``runs`` times (default 3) at the base commit with the test patch, and ``runs``
+times with the gold patch and the test patch, each run from a clean reset, all in one container from
+the task's image (no network, ``TZ=UTC``, ``PYTHONHASHSEED=0``, a timeout per run, JUnit XML). One
+container for all runs keeps the overhead over the raw test time small; every run's timings are kept.
+The gold patch is staged exactly as an agent's submission will be (the kit's ``stage``: test
+infrastructure restored from base + test patch) and the run is the verifier's (plugin autoload off,
+the environment's pytest plugins named with ``-p``, a canary test that must fail); the plugins are
+recorded for the verifier.
+
+- FAIL_TO_PASS: fails in every base run, passes in every gold run;
+- PASS_TO_PASS: passes in every run of both;
+- PASS_TO_FAIL: passes in every base run, fails in every gold run: the task is rejected;
+- flaky: any test whose outcome varies between runs of one side: excluded and listed;
+- a test missing from a run's report counts as failed in that run (a module that no longer imports).
+
+A task needs at least one FAIL_TO_PASS test, no PASS_TO_FAIL test, and runs whose canary test failed
+(a project whose own configuration reports a failing test as passing cannot be judged by its tests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...sandbox.engine import engine
+from ...errors import BuildError, InputError
+from ...sandbox.images import SANDBOX_UID
+from ...paths import bundled
+from ...sandbox.docker import LABEL, OWNER_LABELS
+
+KIT_IN_IMAGE = "/opt/envgen/verifiers"
+SPEC_DIR = "/run/envgen-validate"
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+_BOOT = ("import sys; sys.path.insert(0, {kit!r}); from envgen_verifiers.tests import main; "
+         "sys.exit(main(['matrix', {spec!r}]))")
+
+
+@dataclass
+class Validation:
+    instance_id: str
+    FAIL_TO_PASS: list[str] = field(default_factory=list)
+    PASS_TO_PASS: list[str] = field(default_factory=list)
+    PASS_TO_FAIL: list[str] = field(default_factory=list)
+    flaky: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    fail_to_fail: int = 0
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    """Per run: mode, run, seconds (the test command), total_seconds (reset + patches + tests), rc, timed_out,
+    report source, outcome counts, error."""
+    plugins: list[dict[str, str]] = field(default_factory=list)
+    """pytest11 entry points the environment provides ({name, value}): the verifier loads exactly these."""
+    runs_per_mode: int = 3
+    wall_seconds: float = 0.0
+    """Host wall time of the whole validation (container start to parsed result)."""
+    test_seconds: float = 0.0
+    """Sum of the test commands' own durations: the raw test time the wall time is compared with."""
+    setup_seconds: float = 0.0
+    accepted: bool = False
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def max_gold_seconds(self) -> float:
+        return max((r.get("seconds") or 0.0 for r in self.runs if r["mode"] == "gold"), default=0.0)
+
+
+def _norm(outcome: str | None) -> str:
+    if outcome in ("passed", "xfail"):
+        return PASS
+    if outcome == "skipped":
+        return SKIP
+    return FAIL  # failed, error, or missing from the report
+
+
+def classify(runs: list[dict], base: str = "base", gold: str = "gold") -> dict[str, Any]:
+    """The test lists from repeated runs of the two sides (see the module docstring)."""
+    b_runs = [r for r in runs if r["mode"] == base]
+    g_runs = [r for r in runs if r["mode"] == gold]
+    ids = sorted({t for r in runs for t in r.get("outcomes", {})})
+    out: dict[str, Any] = {"FAIL_TO_PASS": [], "PASS_TO_PASS": [], "PASS_TO_FAIL": [], "flaky": [], "skipped": [],
+                           "fail_to_fail": 0}
+    for t in ids:
+        b = {_norm(r.get("outcomes", {}).get(t)) for r in b_runs}
+        g = {_norm(r.get("outcomes", {}).get(t)) for r in g_runs}
+        if len(b) != 1 or len(g) != 1:
+            out["flaky"].append(t)
+            continue
+        pair = (b.pop(), g.pop())
+        if pair == (FAIL, PASS):
+            out["FAIL_TO_PASS"].append(t)
+        elif pair == (PASS, PASS):
+            out["PASS_TO_PASS"].append(t)
+        elif pair == (PASS, FAIL):
+            out["PASS_TO_FAIL"].append(t)
+        elif SKIP in pair:
+            out["skipped"].append(t)
+        else:
+            out["fail_to_fail"] += 1
+    return out
+
+
+def judge(instance_id: str, result: dict, runs_per_mode: int) -> Validation:
+    """A Validation from the kit's matrix result: lists, timings and the accept/reject decision."""
+    runs = result["runs"]
+    v = Validation(instance_id, runs_per_mode=runs_per_mode, setup_seconds=result.get("setup_seconds", 0.0),
+                   plugins=list(result.get("plugins") or []))
+    lists = classify(runs)
+    for k, val in lists.items():
+        setattr(v, k, val)
+    v.test_seconds = round(sum(r.get("seconds") or 0.0 for r in runs), 4)
+    keys = ("mode", "run", "seconds", "total_seconds", "rc", "timed_out", "source", "error", "canary", "restored")
+    v.runs = [{k: r.get(k) for k in keys} | {"counts": _counts(r.get("outcomes", {}))} for r in runs]
+    errors = [r for r in runs if r.get("error")]
+    gold_timeouts = [r for r in runs if r["mode"] == "gold" and r.get("timed_out")]
+    untrusted = [r for r in runs if not r.get("error") and not r.get("timed_out") and "canary" in r
+                 and r["canary"] not in ("failed", "error")]
+    if errors:
+        v.reason = errors[0]["error"] if errors[0]["mode"] == "gold" else f"at the base commit: {errors[0]['error']}"
+    elif untrusted:
+        r = untrusted[0]
+        v.reason = (f"the {r['mode']} run {r['run']} reported its canary test, which always fails, as "
+                    f"{r.get('canary')}: the project's test run cannot be trusted to report failures")
+    elif gold_timeouts:
+        v.reason = f"the tests timed out with the gold patch ({len(gold_timeouts)} of {runs_per_mode} runs)"
+    elif v.PASS_TO_FAIL:
+        shown = ", ".join(v.PASS_TO_FAIL[:5]) + (" ..." if len(v.PASS_TO_FAIL) > 5 else "")
+        v.reason = f"PASS_TO_FAIL: the gold patch breaks {len(v.PASS_TO_FAIL)} passing test(s): {shown}"
+    elif not v.FAIL_TO_PASS:
+        flaky = f"; {len(v.flaky)} flaky test(s) excluded" if v.flaky else ""
+        v.reason = f"no FAIL_TO_PASS test{flaky}"
+    restored = next((r["restored"] for r in runs if r["mode"] == "gold" and r.get("restored")), None)
+    if v.reason and restored:
+        v.reason += f" (the gold patch's changes to test infrastructure were restored: {', '.join(restored[:5])})"
+    v.accepted = not v.reason
+    return v
+
+
+def _counts(outcomes: dict) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for o in outcomes.values():
+        out[o] = out.get(o, 0) + 1
+    return out
+
+
+# ---------------------------------------------------------------- running the matrix
+
+
+def _spec(base: str, framework: str, files: list[str], python: str | None, pythonpath: list[str], runs: int,
+          timeout_s: float, git_dir: str, work: str, patch_dir: str) -> dict:
+    return {"git_dir": git_dir, "work": work, "base": base, "framework": framework, "files": files,
+            "python": python, "pythonpath": pythonpath, "timeout_s": timeout_s, "runs": runs,
+            "test_patch": f"{patch_dir}/test.patch",
+            "modes": [{"name": "base", "submission": None}, {"name": "gold", "submission": f"{patch_dir}/gold.patch"}]}
+
+
+def _last_json(text: str, what: str) -> dict:
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                break
+    raise BuildError(f"{what}: no result from the validation runner; its output ended with: {text.strip()[-500:]!r}")
+
+
+def run_matrix_docker(image: str, *, base: str, framework: str, files: list[str], python: str | None,
+                      pythonpath: list[str], gold: str, test: str, runs: int = 3, timeout_s: float = 300.0,
+                      memory_mb: int = 2048, cpus: float = 2.0, client=None) -> dict:
+    """All validation runs in one container of ``image`` (the task image: snapshot at /env/repo.git)."""
+    import docker
+    import requests
+
+
+    client = client or engine()
+    tmp = Path(tempfile.mkdtemp(prefix="envgen-validate-"))
+    try:
+        spec = _spec(base, framework, files, python, pythonpath, runs, timeout_s, "/env/repo.git", "/work", SPEC_DIR)
+        (tmp / "spec.json").write_text(json.dumps(spec))
+        (tmp / "gold.patch").write_text(gold, encoding="utf-8", errors="surrogateescape")
+        (tmp / "test.patch").write_text(test, encoding="utf-8", errors="surrogateescape")
+        os.chmod(tmp, 0o755)
+        for p in tmp.iterdir():
+            os.chmod(p, 0o644)
+        boot = _BOOT.format(kit=KIT_IN_IMAGE, spec=f"{SPEC_DIR}/spec.json")
+        work_mb = max(256, memory_mb // 2)
+        container = client.containers.run(
+            image, ["python3", "-I", "-B", "-c", boot], user=f"{SANDBOX_UID}:{SANDBOX_UID}", detach=True,
+            network_mode="none", read_only=True, working_dir="/work", pids_limit=1024,
+            mem_limit=f"{memory_mb}m", memswap_limit=f"{memory_mb}m", nano_cpus=int(cpus * 1e9),
+            tmpfs={"/work": f"rw,nosuid,nodev,size={work_mb}m,uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755",
+                   "/tmp": f"rw,nosuid,nodev,size={max(128, memory_mb // 4)}m,mode=1777"},
+            mounts=[docker.types.Mount(target=SPEC_DIR, source=str(tmp), type="bind", read_only=True)],
+            environment={"TZ": "UTC", "PYTHONHASHSEED": "0", "HOME": "/tmp", "LANG": "C.UTF-8"},
+            labels={LABEL: "1", "envgen.validate": "1", **OWNER_LABELS}, log_config=docker.types.LogConfig(type="json-file"))
+        try:
+            limit = runs * 2 * (timeout_s + 60) + 120
+            try:
+                status = container.wait(timeout=limit)
+            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+                raise BuildError(f"validation in {image} ran past {limit:g} s and was stopped") from None
+            out = container.logs(stdout=True, stderr=False).decode("utf-8", errors="replace")
+            if status.get("StatusCode") != 0:
+                err = container.logs(stdout=False, stderr=True).decode("utf-8", errors="replace")
+                raise BuildError(f"validation runner exited with {status.get('StatusCode')} in {image}: "
+                                  f"{err.strip()[-800:]}")
+        finally:
+            try:
+                container.remove(force=True)
+            except docker.errors.APIError:
+                pass
+        return _last_json(out, f"validation in {image}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_matrix_local(git_dir: Path, *, base: str, framework: str, files: list[str], python: str | None,
+                     pythonpath: list[str], gold: str, test: str, runs: int = 3, timeout_s: float = 300.0) -> dict:
+    """The same runs in a local subprocess (this machine's Python and pytest): for hosts without Docker."""
+    tmp = Path(tempfile.mkdtemp(prefix="envgen-validate-"))
+    try:
+        (tmp / "gold.patch").write_text(gold, encoding="utf-8", errors="surrogateescape")
+        (tmp / "test.patch").write_text(test, encoding="utf-8", errors="surrogateescape")
+        spec = _spec(base, framework, files, python, pythonpath, runs, timeout_s, str(git_dir), str(tmp / "work"),
+                     str(tmp))
+        (tmp / "spec.json").write_text(json.dumps(spec))
+        boot = _BOOT.format(kit=str(bundled("verifiers")), spec=str(tmp / "spec.json"))
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TZ": "UTC", "PYTHONHASHSEED": "0",
+               "HOME": str(tmp), "TMPDIR": os.environ.get("TMPDIR", tempfile.gettempdir()), "LANG": "C.UTF-8"}
+        out = subprocess.run([sys.executable, "-I", "-B", "-c", boot], capture_output=True, env=env, cwd=tmp,
+                             timeout=runs * 2 * (timeout_s + 60) + 120)
+        if out.returncode != 0:
+            raise BuildError(f"local validation runner exited with {out.returncode}: "
+                              f"{out.stderr.decode(errors='replace').strip()[-800:]}")
+        return _last_json(out.stdout.decode("utf-8", errors="replace"), "local validation")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def validate(instance_id: str, *, backend: str, image: str | None = None, git_dir: Path | None = None,
+             base: str, framework: str, files: list[str], python: str | None, pythonpath: list[str], gold: str,
+             test: str, runs: int = 3, timeout_s: float = 300.0, memory_mb: int = 2048, client=None) -> Validation:
+    """Run the matrix (``docker``: in ``image``; ``local``: from ``git_dir``) and judge it."""
+    if runs < 1:
+        raise InputError(f"validation runs must be at least 1, got {runs}")
+    if not files:
+        v = Validation(instance_id, runs_per_mode=runs)
+        v.reason = "the test patch touches no runnable test file"
+        return v
+    t0 = time.perf_counter()
+    common = dict(base=base, framework=framework, files=files, python=python, pythonpath=pythonpath, gold=gold,
+                  test=test, runs=runs, timeout_s=timeout_s)
+    if backend == "docker":
+        if image is None:
+            raise InputError("docker validation needs the task image")
+        result = run_matrix_docker(image, memory_mb=memory_mb, client=client, **common)
+    elif backend == "local":
+        if git_dir is None:
+            raise InputError("local validation needs the snapshot's git dir")
+        result = run_matrix_local(git_dir, **common)
+    else:
+        raise InputError(f"unknown validation backend {backend!r}; use docker or local")
+    v = judge(instance_id, result, runs)
+    v.wall_seconds = round(time.perf_counter() - t0, 4)
+    return v

@@ -1,0 +1,30 @@
+"""The languages the code family supports, by name, and detection of a repository's language.
+
+Kept apart from ``lang`` (the ``Language`` interface) so each language module imports the interface and this
+registry imports the languages: no cycle.
+"""
+
+from __future__ import annotations
+
+from ...errors import InputError
+from .lang import Language, RepoView
+from .python import Python
+
+
+def languages() -> dict[str, Language]:
+    return {lang.name: lang for lang in (Python(),)}
+
+
+def get_language(name: str) -> Language:
+    langs = languages()
+    if name not in langs:
+        raise InputError(f"unknown language {name!r}; the code family supports {', '.join(langs)}")
+    return langs[name]
+
+
+def detect_language(view: RepoView) -> Language:
+    for lang in languages().values():
+        if lang.detect(view):
+            return lang
+    raise InputError(f"{view.repo}@{view.commit[:12]}: no supported language detected "
+                      f"(supported: {', '.join(languages())})")

@@ -1,0 +1,189 @@
+"""The SWE pack: one validated task per pack, and export back to SWE-bench JSONL.
+
+One task per pack because a pack has one image and one ``env/`` the agent can read: a second task of
+the same repository at a later commit would carry the first task's fix in its snapshot. The image
+layers keep this cheap: every task of a repository version shares the environment layers, and a task
+adds only its snapshot's git data and the tools (see ``environment``).
+
+A pack holds::
+
+    env/tools.py      bash, view_file, replace_in_file, write_file, submit (envs/code/tools.py)
+    env/code.json     repository layout, the snapshot commit, interpreter and import roots (no secrets)
+    env/repo.git/     the snapshot: one commit, the base commit's tree (checked out at every reset)
+    env/Dockerfile    the repository environment's install steps over the family image
+    hidden/test.patch the tests that judge the episode, applied only after it
+
+The verifier (kind ``tests``) rebuilds the repository from the pristine snapshot, applies the submitted
+patch, restores every test-infrastructure file to base + hidden test patch, runs the task's test files
+with exactly the pytest plugins validation recorded (``plugins`` in the verifier's args) and gives 1
+only if every FAIL_TO_PASS and PASS_TO_PASS test passes.
+The reference (oracle) submits the gold patch through the ``submit`` tool.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+from ...errors import InputError
+from ...pack.format import Limits, Manifest, Pack, Provenance, Task, load, save
+from ...paths import bundled
+from ...sandbox.local import describe_tools
+from .candidates import Candidate, split_files
+from .repo_image import make_snapshot, pack_dockerfile
+from .lang import Recipe
+from .execution import Validation
+
+SUBMIT = "submit"
+TEST_PATCH = "test.patch"
+CATEGORY_PREFIX = "swe"
+DEFAULT_LIMITS = dict(max_turns=100, step_timeout_s=150.0, episode_timeout_s=3600.0, memory_mb=2048, cpus=1.0,
+                      output_limit=16_384)
+
+PROMPT = """You are working in the repository {repo}, checked out at /work/repo (your tools run there).
+
+Resolve the issue below by changing the repository's code. Tests that check the fix exist but are hidden
+from you; do not modify existing tests or test configuration. You can run commands, read and edit files.
+When you are done, call `submit` to hand in your changes.
+
+<issue>
+{problem}
+</issue>"""
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:80] or "task"
+
+
+def files_after(view_files: Iterable[str], test_patch: str) -> set[str]:
+    """The repository's files once the test patch is applied (new files in, deleted files out)."""
+    after = set(view_files)
+    for path, section in split_files(test_patch):
+        if "\n+++ /dev/null" in section or section.startswith("+++ /dev/null"):
+            after.discard(path)
+        else:
+            after.add(path)
+    return after
+
+
+def stage_pack(cand: Candidate, recipe: Recipe, test_files: list[str], dest: Path, *,
+               limits: dict[str, Any] | None = None, provenance: Provenance | None = None) -> Pack:
+    """Write the task's pack (test lists still empty) to ``dest``; validation fills them in (``finalize``)."""
+    with tempfile.TemporaryDirectory(prefix="envgen-code-stage-") as tmp:
+        env, hidden = Path(tmp) / "env", Path(tmp) / "hidden"
+        env.mkdir()
+        hidden.mkdir()
+        shutil.copyfile(bundled("envs") / "code" / "tools.py", env / "tools.py")
+        snap = make_snapshot(cand.repo_path, cand.base_commit, env / "repo.git",
+                             message=f"{cand.repo} at {cand.base_commit}")
+        (env / "code.json").write_text(json.dumps({
+            "repo": "repo", "git_dir": "repo.git", "base": snap, "language": recipe.language,
+            "python": recipe.python, "pythonpath": recipe.pythonpath, "framework": recipe.framework},
+            indent=2) + "\n")
+        (env / "Dockerfile").write_text(pack_dockerfile(recipe))
+        (hidden / TEST_PATCH).write_text(cand.test_patch, encoding="utf-8", errors="surrogateescape")
+        schemas = describe_tools(env)
+        lim = Limits(**{**DEFAULT_LIMITS, **(limits or {})})
+        title = cand.meta.get("title") or cand.meta.get("subject") or \
+            (cand.problem_statement.splitlines() or [cand.instance_id])[0]
+        manifest = Manifest(
+            name=slug(cand.instance_id), family="code", category=f"{CATEGORY_PREFIX}-{recipe.language}",
+            description=f"{cand.repo}: {title}"[:300], tools=schemas, submit_tool=SUBMIT, limits=lim,
+            image={"base": recipe.image_base}, provenance=provenance or Provenance(generator="envgen.families.code"))
+        hunks = sum(1 for line in cand.gold_patch.splitlines() if line.startswith("@@"))
+        task = Task(
+            id=cand.instance_id,
+            prompt=[{"role": "user", "content": PROMPT.format(repo=cand.repo, problem=cand.problem_statement)}],
+            verifier={"kind": "tests", "args": {
+                "base": snap, "framework": recipe.framework, "files": test_files, "python": recipe.python,
+                "pythonpath": recipe.pythonpath, "test_patch": TEST_PATCH, "timeout_s": 300,
+                "submit_tool": SUBMIT, "FAIL_TO_PASS": [], "PASS_TO_PASS": []}},
+            reference={"calls": [{"tool": SUBMIT, "args": {"patch": cand.gold_patch}}], "answer": "",
+                       "patch": cand.gold_patch},
+            difficulty=max(1, hunks),
+            meta={"source": cand.source, "language": cand.language, "created_at": cand.created_at,
+                  "repo": cand.repo, "instance_id": cand.instance_id, "base_commit": cand.base_commit,
+                  "snapshot_commit": snap, "problem_statement": cand.problem_statement,
+                  "hints_text": cand.hints_text, "code_files": cand.code_files, "test_files": cand.test_files,
+                  "environment": {"key": recipe.key, "image_base": recipe.image_base, "steps":
+                                  [s.__dict__ for s in recipe.steps], "notes": recipe.notes},
+                  **{k: v for k, v in cand.meta.items() if v is not None}})
+        return save(Pack(manifest, [task]), dest, env_from=env, hidden_from=hidden)
+
+
+def run_timeout(validation: Validation) -> int:
+    """Per-run test timeout for the verifier: generous against the slowest validated run (never below 60 s)."""
+    return int(max(60, math.ceil(validation.max_gold_seconds * 5) + 30))
+
+
+def finalize(pack: Pack, validation: Validation, environment: dict[str, Any] | None = None) -> Pack:
+    """Write the validated test lists, timeouts and the validation record into the pack (in place)."""
+    task = pack.tasks[0]
+    args = dict(task.verifier.args)
+    args["FAIL_TO_PASS"], args["PASS_TO_PASS"] = validation.FAIL_TO_PASS, validation.PASS_TO_PASS
+    args["plugins"] = [p["name"] for p in validation.plugins]
+    args["timeout_s"] = run_timeout(validation)
+    meta = dict(task.meta)
+    meta["validation"] = {k: v for k, v in validation.to_dict().items()
+                          if k not in ("FAIL_TO_PASS", "PASS_TO_PASS", "instance_id")}
+    if environment:
+        meta["environment"] = {**meta.get("environment", {}), **environment}
+    new = task.model_copy(update={"verifier": task.verifier.model_copy(update={"args": args}), "meta": meta})
+    manifest = pack.manifest.model_copy(deep=True)
+    manifest.limits.step_timeout_s = max(manifest.limits.step_timeout_s, float(args["timeout_s"] + 30))
+    return save(Pack(manifest, [new], pack.root), pack.root)
+
+
+# ---------------------------------------------------------------- SWE-bench export
+
+
+def code_packs(path: str | Path) -> list[Pack]:
+    """A code pack, or every code pack directly inside a build's output folder."""
+    root = Path(path)
+    if (root / "pack.json").is_file():
+        packs = [load(root)]
+    elif root.is_dir():
+        packs = [load(d) for d in sorted(root.iterdir()) if (d / "pack.json").is_file()]
+    else:
+        raise InputError(f"{root}: neither a pack nor a folder of packs")
+    packs = [p for p in packs if p.manifest.family == "code"]
+    if not packs:
+        raise InputError(f"{root}: no code packs (family 'code') here")
+    return packs
+
+
+def swebench_row(pack: Pack, task: Task, *, lists_as_strings: bool = True) -> dict[str, Any]:
+    """One SWE-bench instance from a code task (the fields SWE-bench's harness reads)."""
+    meta = task.meta
+    args = task.verifier.args
+    sweb = meta.get("swebench") or {}
+    test_patch = (pack.hidden_dir / args.get("test_patch", TEST_PATCH)).read_text(encoding="utf-8",
+                                                                                   errors="surrogateescape")
+    f2p, p2p = list(args.get("FAIL_TO_PASS") or []), list(args.get("PASS_TO_PASS") or [])
+    env = meta.get("environment") or {}
+    return {
+        "instance_id": meta.get("instance_id", task.id), "repo": meta.get("repo", ""),
+        "base_commit": meta.get("base_commit", ""), "patch": task.reference.patch or "", "test_patch": test_patch,
+        "problem_statement": meta.get("problem_statement", ""), "hints_text": meta.get("hints_text", ""),
+        "created_at": meta.get("created_at", ""), "version": sweb.get("version") or env.get("key", ""),
+        "environment_setup_commit": sweb.get("environment_setup_commit") or meta.get("base_commit", ""),
+        "FAIL_TO_PASS": json.dumps(f2p) if lists_as_strings else f2p,
+        "PASS_TO_PASS": json.dumps(p2p) if lists_as_strings else p2p,
+    }
+
+
+def export_swebench(path: str | Path, out: str | Path | None = None, *, lists_as_strings: bool = True) -> list[dict]:
+    """SWE-bench JSONL rows of a code pack (or a folder of them); written to ``out`` when given."""
+    rows = [swebench_row(p, t, lists_as_strings=lists_as_strings) for p in code_packs(path) for t in p.tasks]
+    if out is not None:
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+        tmp.replace(out)
+    return rows

@@ -1,0 +1,544 @@
+"""Where code tasks come from: GitHub pull requests and the issues they close, local git history,
+SWE-bench files. Every source yields ``RawInstance``s; splitting and filtering happen in candidates.
+
+GitHub is read through its REST API with httpx: merged PRs of a repository (paginated by Link
+headers), the issues each closes (closing keywords in its title, body and commit messages), its diff,
+and the issue comments written before the fix started (SWE-bench's hints). Requests carry
+``GITHUB_TOKEN`` when set, wait out rate limits (403/429 with ``retry-after`` or
+``x-ratelimit-reset``), and are conditional: every response is cached with its ETag and asked again
+with ``If-None-Match``, so an unchanged resource costs a 304 (which GitHub does not count against
+the rate limit). A PR whose ``updated_at`` has not moved is not asked about at all, and the PR list
+is read newest-updated first only down to the previous run's high-water mark: a rerun asks GitHub
+only for what is new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import httpx
+
+from ...errors import GitHubError, InputError, ServiceError
+from ...paths import cache_dir
+from .lang import Language
+from .languages import get_language
+
+API = "https://api.github.com"
+CLOSING = re.compile(
+    r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b:?\s+"
+    r"(?:(?P<owner>[\w.-]+)/(?P<name>[\w.-]+))?#(?P<num>\d+)"
+    r"|\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b:?\s+https?://github\.com/(?P<uowner>[\w.-]+)/(?P<uname>[\w.-]+)"
+    r"/issues/(?P<unum>\d+)",
+    re.I)
+SWEBENCH_FIELDS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")
+"""Fields a SWE-bench instance must have; FAIL_TO_PASS, PASS_TO_PASS, version, environment_setup_commit,
+hints_text and created_at are optional."""
+
+
+@dataclass
+class RawInstance:
+    """One proposed task before splitting and filtering."""
+
+    instance_id: str
+    repo: str
+    """``owner/name`` (GitHub, SWE-bench) or the local repository's folder name."""
+    base_commit: str
+    patch: str
+    """The whole diff (code and tests), or only the gold part when ``test_patch`` is given."""
+    repo_path: Path | None = None
+    """A local clone holding ``base_commit``."""
+    test_patch: str | None = None
+    problem_statement: str = ""
+    hints_text: str = ""
+    created_at: str = ""
+    merged: bool = True
+    issues: list[int] = field(default_factory=list)
+    """Issues the change closes (GitHub); the filter wants exactly one."""
+    files: list[str] | None = None
+    """Paths the change touches, when known before its diff is read."""
+    source: str = ""
+    """github | git | swebench"""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["repo_path"] = str(self.repo_path) if self.repo_path else None
+        return d
+
+
+def closing_issues(text: str, repo: str) -> list[int]:
+    """Issue numbers of ``repo`` that closing keywords in ``text`` name (``Fixes #12``, ``closes o/r#3``, URLs)."""
+    owner, name = repo.lower().split("/", 1) if "/" in repo else ("", repo.lower())
+    out: list[int] = []
+    for m in CLOSING.finditer(text or ""):
+        o, n, num = (m.group("owner"), m.group("name"), m.group("num")) if m.group("num") else \
+            (m.group("uowner"), m.group("uname"), m.group("unum"))
+        if o and (o.lower(), n.lower()) != (owner, name):
+            continue
+        k = int(num)
+        if k not in out:
+            out.append(k)
+    return out
+
+
+def git_out(repo: Path, *args: str, check: bool = True) -> str:
+    out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True)
+    if check and out.returncode != 0:
+        raise InputError(f"{repo}: git {' '.join(args[:3])} failed: {out.stderr.decode(errors='replace').strip()[-300:]}")
+    return out.stdout.decode("utf-8", errors="surrogateescape")
+
+
+def has_commit(repo: Path, sha: str) -> bool:
+    return subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{sha}^{{commit}}"],
+                          capture_output=True).returncode == 0
+
+
+def ensure_clone(repo: str, repo_path: str | Path | None, cache_dir: Path, url: str | None = None) -> Path:
+    """A local clone of ``repo``: ``repo_path`` when given, else ``cache_dir/repos/OWNER__NAME`` (cloned or
+    fetched from ``url``, default GitHub)."""
+    if repo_path is not None:
+        p = Path(repo_path).expanduser().resolve()
+        if subprocess.run(["git", "-C", str(p), "rev-parse", "--git-dir"], capture_output=True).returncode != 0:
+            raise InputError(f"--repo-path {p}: not a git repository")
+        return p
+    dest = cache_dir / "repos" / repo.replace("/", "__")
+    url = url or f"https://github.com/{repo}.git"
+    if (dest / ".git").exists() or (dest / "HEAD").exists():
+        subprocess.run(["git", "-C", str(dest), "fetch", "-q", "--all", "--tags"], capture_output=True)
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    out = subprocess.run(["git", "clone", "-q", url, str(dest)], capture_output=True)
+    if out.returncode != 0:
+        raise ServiceError(f"cannot clone {url} into {dest}: {out.stderr.decode(errors='replace').strip()[-300:]}; "
+                          "pass --repo-path with a local clone")
+    return dest
+
+
+# ---------------------------------------------------------------- GitHub REST
+
+
+class GitHub:
+    """A small GitHub REST client: token, conditional requests with an on-disk ETag cache, rate-limit waits.
+
+    ``transport`` replaces the network (an ``httpx.MockTransport`` in tests); ``sleep`` and ``clock``
+    make the rate-limit waits observable. ``stats`` counts requests, 304s and the seconds waited.
+    """
+
+    def __init__(self, token: str | None = None, *, cache_dir: str | Path | None = None,
+                 transport: httpx.BaseTransport | None = None, base_url: str = API,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time,
+                 max_retries: int = 6, timeout_s: float = 30.0):
+        self.token = token if token is not None else os.environ.get("GITHUB_TOKEN") or None
+        headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
+                   "User-Agent": "envgen"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        self.client = httpx.Client(base_url=base_url, headers=headers, transport=transport, timeout=timeout_s,
+                                   follow_redirects=True)
+        self.cache = Path(cache_dir) / "http" if cache_dir else None
+        self.sleep, self.clock, self.max_retries = sleep, clock, max_retries
+        self.stats = {"requests": 0, "not_modified": 0, "waits": [], "cached": 0}
+        self._resume_at = 0.0
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- cache
+
+    def _cache_path(self, url: str, accept: str) -> Path | None:
+        if self.cache is None:
+            return None
+        return self.cache / (hashlib.sha256(f"{accept}\0{url}".encode()).hexdigest()[:32] + ".json")
+
+    def get(self, url: str, params: dict | None = None, *, accept: str | None = None) -> tuple[Any, httpx.Headers]:
+        """(JSON body or text, headers) of a GET, through the conditional cache and rate-limit waits."""
+        req = self.client.build_request("GET", url, params=params)
+        full = str(req.url)
+        accept = accept or "application/vnd.github+json"
+        path = self._cache_path(full, accept)
+        cached = json.loads(path.read_text()) if path and path.is_file() else None
+        headers = {"Accept": accept}
+        if cached and cached.get("etag"):
+            headers["If-None-Match"] = cached["etag"]
+        elif cached and cached.get("last_modified"):
+            headers["If-Modified-Since"] = cached["last_modified"]
+        resp = self._send(full, headers)
+        if resp.status_code == 304 and cached is not None:
+            self.stats["not_modified"] += 1
+            return cached["body"], httpx.Headers(cached.get("headers") or {})
+        self._raise_for(resp, full)
+        body = resp.json() if "json" in resp.headers.get("content-type", "") else resp.text
+        if path is not None and (resp.headers.get("etag") or resp.headers.get("last-modified")):
+            keep = {k: resp.headers[k] for k in ("link",) if k in resp.headers}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"etag": resp.headers.get("etag"), "last_modified": resp.headers.get("last-modified"),
+                                       "body": body, "headers": keep}))
+            os.replace(tmp, path)
+        return body, resp.headers
+
+    def _send(self, url: str, headers: dict) -> httpx.Response:
+        for attempt in range(self.max_retries + 1):
+            wait = self._resume_at - self.clock()
+            if wait > 0:
+                self._wait(wait)
+            try:
+                resp = self.client.get(url, headers=headers)
+            except httpx.TransportError as e:
+                if attempt == self.max_retries:
+                    raise GitHubError(f"GitHub unreachable ({type(e).__name__}: {e}) at {url}") from None
+                self._wait(min(60.0, 2.0 ** attempt))
+                continue
+            self.stats["requests"] += 1
+            if resp.headers.get("x-ratelimit-remaining") == "0" and resp.headers.get("x-ratelimit-reset"):
+                self._resume_at = float(resp.headers["x-ratelimit-reset"]) + 1.0  # spent: the next request waits
+            if resp.status_code in (403, 429) and self._rate_limited(resp):
+                if attempt == self.max_retries:
+                    raise GitHubError(f"GitHub rate limit still exceeded after {attempt} waits at {url}; "
+                                      "set GITHUB_TOKEN for a higher limit")
+                self._wait(self._wait_for(resp, attempt))
+                self._resume_at = 0.0  # the wait above already ran to the reset time
+                continue
+            if resp.status_code >= 500 and attempt < self.max_retries:
+                self._wait(min(60.0, 2.0 ** attempt))
+                continue
+            return resp
+        raise AssertionError("unreachable")
+
+    def _rate_limited(self, resp: httpx.Response) -> bool:
+        if resp.status_code == 429 or "retry-after" in resp.headers:
+            return True
+        if resp.headers.get("x-ratelimit-remaining") == "0":
+            return True
+        return "rate limit" in resp.text.lower()
+
+    def _wait_for(self, resp: httpx.Response, attempt: int) -> float:
+        if "retry-after" in resp.headers:
+            try:
+                return max(1.0, float(resp.headers["retry-after"]))
+            except ValueError:
+                pass
+        if resp.headers.get("x-ratelimit-reset"):
+            return max(1.0, float(resp.headers["x-ratelimit-reset"]) - self.clock() + 1.0)
+        return min(900.0, 60.0 * 2 ** attempt)  # a secondary limit without headers: GitHub asks for a minute
+
+    def _wait(self, seconds: float) -> None:
+        self.stats["waits"].append(round(seconds, 3))
+        self.sleep(seconds)
+
+    def _raise_for(self, resp: httpx.Response, url: str) -> None:
+        if resp.status_code < 400:
+            return
+        msg = ""
+        try:
+            msg = resp.json().get("message", "")
+        except ValueError:
+            msg = resp.text[:200]
+        if resp.status_code == 401:
+            raise GitHubError(f"GitHub rejected the credentials (401: {msg}); set a valid GITHUB_TOKEN")
+        if resp.status_code == 404:
+            raise GitHubError(f"GitHub: {url} not found (404); check OWNER/REPO, or GITHUB_TOKEN for private repos")
+        raise GitHubError(f"GitHub answered {resp.status_code} for {url}: {msg}")
+
+    def paginate(self, url: str, params: dict | None = None, *, stop: Callable[[dict], bool] | None = None,
+                 max_items: int | None = None) -> Iterator[dict]:
+        """Items of a list endpoint across pages (Link rel=next); ``stop(item)`` ends the walk at that item."""
+        n = 0
+        next_url: str | None = url
+        next_params = dict(params or {})
+        while next_url:
+            body, headers = self.get(next_url, next_params)
+            if not isinstance(body, list):
+                raise GitHubError(f"GitHub: {next_url} did not return a list")
+            for item in body:
+                if stop is not None and stop(item):
+                    return
+                yield item
+                n += 1
+                if max_items is not None and n >= max_items:
+                    return
+            next_url, next_params = _next_link(headers.get("link", "")), None
+        return
+
+
+def _next_link(link: str) -> str | None:
+    for part in link.split(","):
+        m = re.match(r'\s*<([^>]+)>\s*;\s*rel="?next"?', part)
+        if m:
+            return m.group(1)
+    return None
+
+
+class GitHubSource:
+    """Merged pull requests of ``owner/name`` and the issues they close, cached under ``cache_dir``."""
+
+    kind = "github"
+
+    def __init__(self, repo: str, *, repo_path: str | Path | None = None, cache_dir: str | Path | None = None,
+                 github: GitHub | None = None, max_prs: int | None = None, log: Callable[[str], None] = lambda m: None):
+        if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
+            raise InputError(f"github:{repo}: expected github:OWNER/REPO")
+        self.repo = repo
+        self.cache_dir = Path(cache_dir) if cache_dir else _default_cache()
+        self.gh = github or GitHub(cache_dir=self.cache_dir / "github")
+        self.repo_path = repo_path
+        self.max_prs = max_prs
+        self.log = log
+        self.state_dir = self.cache_dir / "github" / repo.replace("/", "__")
+        self.stats: dict[str, int] = {"prs_listed": 0, "prs_fetched": 0, "prs_from_cache": 0}
+
+    def _state(self) -> dict:
+        p = self.state_dir / "state.json"
+        return json.loads(p.read_text()) if p.is_file() else {}
+
+    def _save(self, name: str, obj: dict) -> None:
+        p = self.state_dir / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(".tmp")
+        tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
+        os.replace(tmp, p)
+
+    def refresh(self) -> dict[int, dict]:
+        """Bring the PR records up to date with GitHub (only what changed since the last run); return them all."""
+        state = self._state()
+        mark = state.get("high_water") or ""
+        newest = mark
+        prs_dir = self.state_dir / "prs"
+        seen = 0
+        for pr in self.gh.paginate(f"/repos/{self.repo}/pulls",
+                                   {"state": "closed", "sort": "updated", "direction": "desc", "per_page": 100},
+                                   stop=lambda p: bool(mark) and p.get("updated_at", "") <= mark,
+                                   max_items=self.max_prs):
+            seen += 1
+            newest = max(newest, pr.get("updated_at", ""))
+            rec_path = prs_dir / f"{pr['number']}.json"
+            old = json.loads(rec_path.read_text()) if rec_path.is_file() else None
+            if old is not None and old.get("updated_at") == pr.get("updated_at"):
+                self.stats["prs_from_cache"] += 1
+                continue
+            self._save(f"prs/{pr['number']}.json", self._record(pr))
+            self.stats["prs_fetched"] += 1
+        self.stats["prs_listed"] = seen
+        if self.max_prs is None or seen < self.max_prs:  # a walk cut short leaves older PRs unseen: keep the old mark
+            self._save("state.json", {"high_water": newest, "repo": self.repo})
+        records = {}
+        if prs_dir.is_dir():
+            for p in sorted(prs_dir.glob("*.json"), key=lambda p: int(p.stem)):
+                rec = json.loads(p.read_text())
+                records[rec["number"]] = rec
+        return records
+
+    def _record(self, pr: dict) -> dict:
+        """Everything a task needs from one PR: its diff, commits, linked issues with text and hints."""
+        n = pr["number"]
+        rec = {"number": n, "updated_at": pr.get("updated_at"), "created_at": pr.get("created_at"),
+               "merged_at": pr.get("merged_at"), "title": pr.get("title") or "", "body": pr.get("body") or "",
+               "base_sha": (pr.get("base") or {}).get("sha"), "head_sha": (pr.get("head") or {}).get("sha"),
+               "merge_commit_sha": pr.get("merge_commit_sha"), "url": pr.get("html_url"), "issues": [],
+               "diff": None, "commits": []}
+        if not pr.get("merged_at"):
+            return rec  # the filter rejects it as unmerged; nothing else is worth a request
+        self.log(f"github: PR #{n}")
+        commits = list(self.gh.paginate(f"/repos/{self.repo}/pulls/{n}/commits", {"per_page": 100}, max_items=250))
+        rec["commits"] = [{"sha": c.get("sha"), "message": (c.get("commit") or {}).get("message", ""),
+                           "date": ((c.get("commit") or {}).get("author") or {}).get("date")} for c in commits]
+        diff, _ = self.gh.get(f"/repos/{self.repo}/pulls/{n}", accept="application/vnd.github.diff")
+        rec["diff"] = diff if isinstance(diff, str) else json.dumps(diff)
+        text = "\n".join([rec["title"], rec["body"], *(c["message"] for c in rec["commits"])])
+        first_commit = min((c["date"] for c in rec["commits"] if c.get("date")), default=pr.get("created_at"))
+        for k in closing_issues(text, self.repo):
+            issue, _ = self.gh.get(f"/repos/{self.repo}/issues/{k}")
+            if not isinstance(issue, dict) or "pull_request" in issue:
+                continue  # "fixes #k" naming another PR is not an issue
+            comments = list(self.gh.paginate(f"/repos/{self.repo}/issues/{k}/comments", {"per_page": 100},
+                                             max_items=300))
+            hints = [c.get("body") or "" for c in comments
+                     if first_commit and (c.get("created_at") or "") < first_commit]
+            rec["issues"].append({"number": k, "title": issue.get("title") or "", "body": issue.get("body") or "",
+                                  "created_at": issue.get("created_at"), "hints": "\n".join(hints).strip()})
+        return rec
+
+    def instances(self) -> Iterator[RawInstance]:
+        records = self.refresh()
+        clone = None
+        owner, name = self.repo.split("/")
+        for n, rec in records.items():
+            if rec.get("merged_at") and clone is None:
+                clone = ensure_clone(self.repo, self.repo_path, self.cache_dir)
+            issue = rec["issues"][0] if len(rec["issues"]) == 1 else None
+            problem = f"{issue['title']}\n{issue['body']}".strip() if issue else ""
+            yield RawInstance(
+                instance_id=f"{owner}__{name}-{n}", repo=self.repo, base_commit=rec.get("base_sha") or "",
+                patch=rec.get("diff") or "", repo_path=clone, problem_statement=problem,
+                hints_text=issue["hints"] if issue else "", created_at=rec.get("created_at") or "",
+                merged=bool(rec.get("merged_at")), issues=[i["number"] for i in rec["issues"]], source="github",
+                meta={"pull_number": n, "pull_url": rec.get("url"), "merged_at": rec.get("merged_at"),
+                      "merge_commit_sha": rec.get("merge_commit_sha"), "title": rec.get("title"),
+                      "issue_created_at": issue.get("created_at") if issue else None})
+
+
+def _default_cache() -> Path:
+    return cache_dir() / "code"
+
+
+# ---------------------------------------------------------------- local git history
+
+
+class LocalGitSource:
+    """Commits of a local repository that change code and tests (``merges``: merge commits, diffed
+    against their first parent). The commit message is the problem statement unless it closes an issue
+    whose text ``issues`` ({number: text}) holds."""
+
+    kind = "git"
+
+    def __init__(self, path: str | Path, language: Language, *, rev: str = "HEAD", merges: bool = False,
+                 max_count: int | None = None, issues: dict[int, str] | None = None):
+        self.path = ensure_clone("", path, Path("."))
+        self.language, self.rev, self.merges, self.max_count = language, rev, merges, max_count
+        self.issues = {int(k): v for k, v in (issues or {}).items()}
+        self.name = self.path.name
+
+    def instances(self) -> Iterator[RawInstance]:
+        args = ["log", "--format=%x1e%H%x00%P%x00%aI%x00%B", "--reverse"]
+        args += ["--merges", "--first-parent"] if self.merges else ["--no-merges"]
+        if self.max_count:
+            args.append(f"--max-count={self.max_count}")
+        for chunk in git_out(self.path, *args, self.rev).split("\x1e"):
+            if not chunk.strip():
+                continue
+            sha, parents, date, message = chunk.split("\0", 3)
+            parents = parents.split()
+            if not parents:
+                continue  # the root commit has no base to start from
+            base = parents[0]
+            files = [f for f in git_out(self.path, "diff", "--name-only", "-z", base, sha).split("\0") if f]
+            has_tests = any(self.language.is_test_path(f) for f in files)
+            has_code = any(self.language.is_code_path(f) for f in files)
+            patch = git_out(self.path, "diff", "--binary", "--full-index", base, sha) if has_tests and has_code else ""
+            message = message.strip()
+            linked = closing_issues(message, self.name)
+            problem = self.issues[linked[0]] if len(linked) == 1 and linked[0] in self.issues else message
+            yield RawInstance(
+                instance_id=f"{self.name}-{sha[:12]}", repo=self.name, base_commit=base, patch=patch,
+                repo_path=self.path, problem_statement=problem, created_at=date, merged=True, issues=linked,
+                files=files, source="git", meta={"commit": sha, "subject": message.splitlines()[0] if message else ""})
+
+
+# ---------------------------------------------------------------- SWE-bench files
+
+
+def _tests_field(value: Any, where: str) -> list[str]:
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise InputError(f"{where}: not a JSON list of test names") from None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{where}: expected a list of test names")
+    return value
+
+
+def read_swebench(path: str | Path) -> list[dict[str, Any]]:
+    """Instances of a SWE-bench file (JSONL, or a JSON list), checked field by field."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    rows: list[tuple[int, Any]] = []
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+        rows = [(i + 1, r) for i, r in enumerate(data)]
+        unit = "item"
+    else:
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append((lineno, json.loads(line)))
+                except json.JSONDecodeError as e:
+                    raise InputError(f"{path}:{lineno}: invalid JSON: {e.msg} (column {e.colno})") from None
+        unit = "line"
+    out = []
+    for where_n, row in rows:
+        where = f"{path}:{where_n}" if unit == "line" else f"{path}: item {where_n}"
+        if not isinstance(row, dict):
+            raise InputError(f"{where}: an instance must be a JSON object")
+        for f in SWEBENCH_FIELDS:
+            if not isinstance(row.get(f), str) or (f != "problem_statement" and not row[f].strip()):
+                raise InputError(f"{where}: {f}: missing or not a non-empty string")
+        row = dict(row)
+        row["FAIL_TO_PASS"] = _tests_field(row.get("FAIL_TO_PASS"), f"{where}: FAIL_TO_PASS")
+        row["PASS_TO_PASS"] = _tests_field(row.get("PASS_TO_PASS"), f"{where}: PASS_TO_PASS")
+        out.append(row)
+    return out
+
+
+class SWEBenchSource:
+    """Instances of a SWE-bench file; each repository from ``repo_path`` (one clone for a one-repository
+    file, or {owner/name: path}) or ``cache_dir/repos/OWNER__NAME``."""
+
+    kind = "swebench"
+
+    def __init__(self, path: str | Path, *, repo_path: str | Path | dict[str, str | Path] | None = None,
+                 cache_dir: str | Path | None = None):
+        self.path = Path(path)
+        self.rows = read_swebench(self.path)
+        self.repo_path = repo_path
+        self.cache_dir = Path(cache_dir) if cache_dir else _default_cache()
+
+    def _clone(self, repo: str) -> Path:
+        if isinstance(self.repo_path, dict):
+            if repo not in self.repo_path:
+                raise InputError(f"{self.path}: no --repo-path given for {repo}")
+            return ensure_clone(repo, self.repo_path[repo], self.cache_dir)
+        repos = {r["repo"] for r in self.rows}
+        if self.repo_path is not None:
+            if len(repos) > 1:
+                raise InputError(f"{self.path}: instances of {len(repos)} repositories ({', '.join(sorted(repos))}) "
+                                  "but one --repo-path; give one clone per repository or use the cache dir")
+            return ensure_clone(repo, self.repo_path, self.cache_dir)
+        return ensure_clone(repo, None, self.cache_dir)
+
+    def instances(self) -> Iterator[RawInstance]:
+        clones: dict[str, Path] = {}
+        for row in self.rows:
+            repo = row["repo"]
+            if repo not in clones:
+                clones[repo] = self._clone(repo)
+            keep = {k: row.get(k) for k in ("version", "environment_setup_commit", "FAIL_TO_PASS", "PASS_TO_PASS")}
+            extra = {k: v for k, v in row.items() if k not in SWEBENCH_FIELDS and k not in keep
+                     and k not in ("hints_text", "created_at")}
+            yield RawInstance(
+                instance_id=row["instance_id"], repo=repo, base_commit=row["base_commit"], patch=row["patch"],
+                repo_path=clones[repo], test_patch=row["test_patch"], problem_statement=row["problem_statement"],
+                hints_text=row.get("hints_text") or "", created_at=row.get("created_at") or "", merged=True,
+                source="swebench", meta={"swebench": keep, "extra": extra})
+
+
+def open_source(spec: str, *, language: Language | None = None, repo_path: str | Path | None = None,
+                cache_dir: str | Path | None = None, github: GitHub | None = None,
+                max_items: int | None = None, log: Callable[[str], None] = lambda m: None):
+    """The source a CLI spelling names: ``github:OWNER/REPO``, ``git:PATH`` or ``swebench:FILE``."""
+    kind, _, rest = spec.partition(":")
+    if not rest:
+        raise InputError(f"--from {spec!r}: expected github:OWNER/REPO, git:PATH or swebench:FILE")
+    if kind == "github":
+        return GitHubSource(rest, repo_path=repo_path, cache_dir=cache_dir, github=github, max_prs=max_items, log=log)
+    if kind == "git":
+        return LocalGitSource(rest, language or get_language("python"), max_count=max_items)
+    if kind == "swebench":
+        if not Path(rest).is_file():
+            raise InputError(f"--from {spec!r}: no such file {rest}")
+        return SWEBenchSource(rest, repo_path=repo_path, cache_dir=cache_dir)
+    raise InputError(f"--from {spec!r}: unknown source {kind!r}; use github:, git: or swebench:")

@@ -1,0 +1,495 @@
+"""The pack: the unit that is built, checked, published and loaded.
+
+A pack is a directory::
+
+    pack.json     manifest (Manifest)
+    tasks.jsonl   one Task per line
+    env/          what the agent's sandbox gets: tools.py, state files, optional Dockerfile
+    hidden/       what only the verifier sees (copied in after the agent's last action)
+    README.md     the card, generated from the manifest
+
+Loading validates everything and raises PackError with one line naming file, line and field.
+Saving is atomic: the pack is written to a temporary sibling directory and renamed into place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Literal
+
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..errors import PackError
+from ..paths import cache_dir
+
+SCHEMA_VERSION = 1
+MANIFEST, TASKS, ENV, HIDDEN, CARD = "pack.json", "tasks.jsonl", "env", "hidden", "README.md"
+VERIFIER_KINDS = ("answer", "state", "program", "rubric", "tests")
+"""Verifier kinds the kit in ``verifiers/`` implements; a task naming another kind does not load."""
+
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolCall(_Model):
+    """One tool call: the tool's name and its JSON arguments."""
+
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class Reference(_Model):
+    """The known-good solution, never shown to the agent: tool calls to replay, then a final answer."""
+
+    calls: list[ToolCall] = Field(default_factory=list)
+    answer: str = ""
+    patch: str | None = None
+    """The gold patch of a code task (unified diff against the task's repository); None elsewhere."""
+
+
+class Verifier(_Model):
+    """Which verifier of the kit judges the episode, and its task-specific arguments."""
+
+    kind: Literal["answer", "state", "program", "rubric", "tests"]
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class Message(_Model):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+
+
+class Task(_Model):
+    """One task of a pack (one line of tasks.jsonl)."""
+
+    id: str = Field(min_length=1)
+    prompt: list[Message] = Field(min_length=1)
+    tools: list[str] | None = None
+    """Tool names the agent may use; None means every tool of the pack."""
+    verifier: Verifier
+    reference: Reference
+    difficulty: int = Field(ge=0)
+    """At least the number of tool calls the reference needs."""
+    meta: dict[str, Any] = Field(default_factory=dict)
+    stats: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _difficulty_covers_reference(self) -> Task:
+        if self.difficulty < len(self.reference.calls):
+            raise ValueError(
+                f"difficulty {self.difficulty} is below the {len(self.reference.calls)} tool calls of the reference"
+            )
+        return self
+
+
+class FunctionSpec(_Model):
+    name: str
+    description: str = ""
+    parameters: dict[str, Any]
+    strict: bool | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _TOOL_NAME.match(v):
+            raise ValueError(f"tool name {v!r} must match {_TOOL_NAME.pattern}")
+        return v
+
+    @field_validator("parameters")
+    @classmethod
+    def _parameters(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if v.get("type") != "object":
+            raise ValueError("'type' must be 'object'")
+        props = v.get("properties", {})
+        if not isinstance(props, dict):
+            raise ValueError("'properties' must be an object")
+        missing = [r for r in v.get("required", []) if r not in props]
+        if missing:
+            raise ValueError(f"'required' names {missing} that are not in 'properties'")
+        try:
+            jsonschema.Draft202012Validator.check_schema(v)
+        except jsonschema.SchemaError as e:
+            raise ValueError(f"not a valid JSON Schema: {e.message}") from None
+        return v
+
+
+class ToolSchema(_Model):
+    """An OpenAI function-tool schema."""
+
+    type: Literal["function"] = "function"
+    function: FunctionSpec
+
+    @property
+    def name(self) -> str:
+        return self.function.name
+
+
+class Image(_Model):
+    base: str = "debian:bookworm"
+    dockerfile: str | None = None
+    """Path of the pack layer's Dockerfile inside the pack (env/Dockerfile), or None to generate one."""
+    tag: str | None = None
+    digest: str | None = None
+
+
+class Limits(_Model):
+    max_turns: int = Field(32, ge=1)
+    step_timeout_s: float = Field(10.0, gt=0)
+    episode_timeout_s: float = Field(600.0, gt=0)
+    memory_mb: int = Field(1024, ge=64)
+    cpus: float = Field(1.0, gt=0)
+    network: bool = False
+    output_limit: int = Field(16_384, ge=256)
+    """Tool results longer than this many characters are truncated with a marker."""
+
+
+class Provenance(_Model):
+    generator: str = ""
+    models: list[str] = Field(default_factory=list)
+    sources: list[str] = Field(default_factory=list)
+    seed: int | None = None
+    created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+class Manifest(_Model):
+    """pack.json."""
+
+    schema_version: int = SCHEMA_VERSION
+    name: str = Field(min_length=1)
+    version: str = ""
+    """Content hash (see content_hash); written by save()."""
+    family: str
+    category: str = ""
+    description: str = ""
+    tools: list[ToolSchema]
+    submit_tool: str | None = None
+    """The tool that hands in the agent's result, if the family has one (the red-team drops it for 'empty')."""
+    image: Image = Field(default_factory=Image)
+    limits: Limits = Field(default_factory=Limits)
+    provenance: Provenance = Field(default_factory=Provenance)
+    stats: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("schema_version")
+    @classmethod
+    def _schema(cls, v: int) -> int:
+        if v != SCHEMA_VERSION:
+            raise ValueError(f"schema_version {v} is not supported (this envgen reads {SCHEMA_VERSION})")
+        return v
+
+    @model_validator(mode="after")
+    def _unique_tools(self) -> Manifest:
+        dup = [n for n, c in Counter(t.name for t in self.tools).items() if c > 1]
+        if dup:
+            raise ValueError(f"tool names repeat: {dup}")
+        if self.submit_tool is not None and self.submit_tool not in self.tool_names:
+            raise ValueError(f"submit_tool {self.submit_tool!r} is not one of the pack's tools")
+        return self
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [t.name for t in self.tools]
+
+
+class Pack:
+    """A loaded (or to-be-saved) pack: manifest, tasks, and the directory holding env/ and hidden/."""
+
+    def __init__(self, manifest: Manifest, tasks: list[Task], root: Path | None = None):
+        self.manifest = manifest
+        self.tasks = tasks
+        self.root = root
+        self._by_id = {t.id: t for t in tasks}
+
+    def __repr__(self) -> str:
+        return f"Pack({self.manifest.name!r}, {len(self.tasks)} tasks, root={str(self.root)!r})"
+
+    @property
+    def env_dir(self) -> Path:
+        return self._dir(ENV)
+
+    @property
+    def hidden_dir(self) -> Path:
+        return self._dir(HIDDEN)
+
+    def _dir(self, name: str) -> Path:
+        if self.root is None:
+            raise PackError("this pack has no directory yet: save() it first")
+        return self.root / name
+
+    def task(self, task_id: str) -> Task:
+        try:
+            return self._by_id[task_id]
+        except KeyError:
+            raise PackError(f"{self.root}: no task with id {task_id!r}") from None
+
+    def tools_for(self, task: Task) -> list[dict[str, Any]]:
+        """The OpenAI tool schemas the agent gets for this task."""
+        names = set(task.tools) if task.tools is not None else None
+        return [t.model_dump(exclude_none=True) for t in self.manifest.tools if names is None or t.name in names]
+
+    def with_tasks(self, tasks: Iterable[Task]) -> Pack:
+        """A copy of this pack (same env/ and hidden/) holding other tasks, e.g. those a filter kept."""
+        return Pack(self.manifest.model_copy(deep=True), list(tasks), self.root)
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _field(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _first_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "literal_error" and err["loc"] and err["loc"][-1] == "kind":
+        msg = f"unknown kind {err['input']!r} (expected one of {', '.join(VERIFIER_KINDS)})"
+    elif err["type"] == "missing":
+        msg = "missing required field"
+    elif err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
+    where = f"{_field(err['loc'])}: " if err["loc"] else ""  # model-level checks name their fields themselves
+    return f"{where}{msg}{more}"
+
+
+def load(path: str | os.PathLike) -> Pack:
+    """Load and fully validate the pack at ``path``; raise PackError naming file, line and field."""
+    root = Path(path)
+    if not (root / MANIFEST).is_file():
+        raise PackError(f"{root}: not a pack (no {MANIFEST}); build one with `envgen build`")
+    mpath = root / MANIFEST
+    try:
+        raw = json.loads(mpath.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise PackError(f"{mpath}:{e.lineno}: invalid JSON: {e.msg} (column {e.colno})") from None
+    if not isinstance(raw, dict):
+        raise PackError(f"{mpath}:1: the manifest must be a JSON object")
+    try:
+        manifest = Manifest.model_validate(raw)
+    except ValidationError as e:
+        raise PackError(f"{mpath}: {_first_error(e)}") from None
+
+    tpath = root / TASKS
+    if not tpath.is_file():
+        raise PackError(f"{tpath}: missing (a pack needs a tasks file, even an empty one)")
+    known = set(manifest.tool_names)
+    tasks: list[Task] = []
+    seen: dict[str, int] = {}
+    with tpath.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                task = Task.model_validate_json(line)
+            except ValidationError as e:
+                err = e.errors()[0]
+                if err["type"] == "json_invalid":
+                    try:
+                        json.loads(line)
+                    except json.JSONDecodeError as je:
+                        raise PackError(f"{tpath}:{lineno}: invalid JSON: {je.msg} (column {je.colno})") from None
+                    raise PackError(f"{tpath}:{lineno}: invalid JSON") from None
+                raise PackError(f"{tpath}:{lineno}: {_first_error(e)}") from None
+            for i, name in enumerate(task.tools or []):
+                if name not in known:
+                    raise PackError(f"{tpath}:{lineno}: tools[{i}]: unknown tool {name!r} (the pack has {sorted(known)})")
+            for i, call in enumerate(task.reference.calls):
+                if call.tool not in known:
+                    raise PackError(f"{tpath}:{lineno}: reference.calls[{i}].tool: unknown tool {call.tool!r}")
+            if task.id in seen:
+                raise PackError(f"{tpath}:{lineno}: id: {task.id!r} repeats line {seen[task.id]}")
+            seen[task.id] = lineno
+            tasks.append(task)
+    if not (root / ENV).is_dir():
+        raise PackError(f"{root / ENV}: missing (the sandbox's files live there)")
+    return Pack(manifest, tasks, root)
+
+
+# ---------------------------------------------------------------- hashing and saving
+
+
+_BYTECODE = ("__pycache__", "*.pyc")
+"""What importing a pack's Python writes beside it: never part of a pack (not hashed, copied or published)."""
+
+
+def _is_bytecode(rel: Path) -> bool:
+    return "__pycache__" in rel.parts or rel.suffix == ".pyc"
+
+
+def _files(root: Path, names: Iterable[str]) -> Iterable[tuple[str, Path]]:
+    for name in names:
+        top = root / name
+        if top.is_file():
+            yield name, top
+        elif top.is_dir():
+            for p in sorted(top.rglob("*")):
+                if p.is_file() and not _is_bytecode(p.relative_to(root)):
+                    yield p.relative_to(root).as_posix(), p
+
+
+def _canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def content_hash(root: Path, manifest: Manifest) -> str:
+    """sha256 over the manifest's content fields, the tasks without their stats, env/ and hidden/
+    (without Python bytecode, which an import may write there).
+
+    version, image (built artefacts), provenance and stats (manifest and per-task: measurements such
+    as pass rates) are left out, so rebuilding an image or re-running a pass check does not change
+    what the pack *is*, and rollouts recorded against a version stay valid.
+    """
+    h = hashlib.sha256()
+    h.update(_canonical(manifest.model_dump(mode="json", exclude={"version", "image", "provenance", "stats"})))
+    tpath = root / TASKS
+    if tpath.is_file():
+        with tpath.open(encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    task = json.loads(line)
+                    task.pop("stats", None)
+                    h.update(b"\0task\0" + _canonical(task))
+    for rel, p in _files(root, (ENV, HIDDEN)):
+        h.update(b"\0" + rel.encode() + b"\0")
+        with p.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return "sha256:" + h.hexdigest()
+
+
+def _dump_tasks(tasks: list[Task]) -> str:
+    return "".join(t.model_dump_json(exclude_none=True) + "\n" for t in tasks)
+
+
+def save(pack: Pack, dest: str | os.PathLike, *, env_from: Path | None = None, hidden_from: Path | None = None) -> Pack:
+    """Write ``pack`` to ``dest`` atomically and return it loaded from there.
+
+    env/ and hidden/ are copied from ``env_from``/``hidden_from`` when given, else from the pack's own
+    directory. ``dest`` may be the pack's own directory (rewriting tasks or stats in place).
+    """
+    dest = Path(dest).resolve()
+    env_src = env_from or (pack.root / ENV if pack.root else None)
+    hidden_src = hidden_from or (pack.root / HIDDEN if pack.root else None)
+    if env_src is None or not Path(env_src).is_dir():
+        raise PackError(f"cannot save {pack.manifest.name!r}: no env/ directory to copy (got {env_src})")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        skip = shutil.ignore_patterns(*_BYTECODE)
+        shutil.copytree(env_src, tmp / ENV, symlinks=False, ignore=skip)
+        if hidden_src is not None and Path(hidden_src).is_dir():
+            shutil.copytree(hidden_src, tmp / HIDDEN, symlinks=False, ignore=skip)
+        else:
+            (tmp / HIDDEN).mkdir()
+        (tmp / TASKS).write_text(_dump_tasks(pack.tasks), encoding="utf-8")
+        manifest = pack.manifest.model_copy(deep=True)
+        manifest.stats = {**manifest.stats, **task_stats(pack.tasks)}
+        manifest.version = content_hash(tmp, manifest)
+        (tmp / MANIFEST).write_text(manifest.model_dump_json(indent=2, exclude_none=True) + "\n", encoding="utf-8")
+        (tmp / CARD).write_text(card(manifest, pack.tasks), encoding="utf-8")
+        _swap_into_place(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return load(dest)
+
+
+def _swap_into_place(tmp: Path, dest: Path) -> None:
+    """rename() is atomic for a fresh destination; an existing one is moved aside first and removed after."""
+    if not dest.exists():
+        os.rename(tmp, dest)
+        return
+    old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+    os.rename(dest, old)
+    try:
+        os.rename(tmp, dest)
+    except BaseException:
+        os.rename(old, dest)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+_RACY_S = 2.0
+"""Files changed this recently are hashed but not cached: a later edit in the same mtime tick could hide."""
+
+
+def _fingerprint(root: Path) -> tuple[str, bool]:
+    """A digest of every hashed file's path, size and mtime, and whether all of them are old enough to trust."""
+    h, fresh, now = hashlib.sha256(), True, time.time()
+    for rel, p in _files(root, (MANIFEST, TASKS, ENV, HIDDEN)):
+        st = p.stat()
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode())
+        fresh = fresh and now - st.st_mtime > _RACY_S
+    return h.hexdigest(), fresh
+
+
+def cached_content_hash(root: Path, manifest: Manifest) -> str:
+    """content_hash, remembered in the cache dir by every file's size and mtime so an unchanged pack is not re-read."""
+    root = Path(root).resolve()
+    entry = cache_dir() / "hashes" / (hashlib.sha256(str(root).encode()).hexdigest()[:32] + ".json")
+    fingerprint, trusted = _fingerprint(root)
+    try:
+        saved = json.loads(entry.read_text(encoding="utf-8"))
+        if saved.get("root") == str(root) and saved.get("fingerprint") == fingerprint:
+            return saved["digest"]
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    digest = content_hash(root, manifest)
+    if trusted:
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            tmp = entry.with_name(f".{entry.name}.{os.getpid()}")
+            tmp.write_text(json.dumps({"root": str(root), "fingerprint": fingerprint, "digest": digest}),
+                           encoding="utf-8")
+            os.replace(tmp, entry)
+        except OSError:
+            pass  # a read-only cache only costs speed
+    return digest
+
+
+def verify_hash(pack: Pack) -> None:
+    """Raise PackError if the files on disk do not hash to the manifest's version (a modified pack)."""
+    actual = cached_content_hash(pack.root, pack.manifest)
+    if actual != pack.manifest.version:
+        raise PackError(
+            f"{pack.root}: modified since it was saved (content {actual[:19]}, pack.json says "
+            f"{pack.manifest.version[:19] or 'no version'}); rebuild it, or pass --allow-modified to re-hash it"
+        )
+
+
+def task_stats(tasks: list[Task]) -> dict[str, Any]:
+    """Summary stats the manifest and the card carry: task count and difficulty histogram."""
+    hist = Counter(t.difficulty for t in tasks)
+    return {"tasks": len(tasks), "difficulty": {str(k): hist[k] for k in sorted(hist)}}
+
+
+def card(manifest: Manifest, tasks: list[Task]) -> str:
+    """The pack's README.md."""
+    st = task_stats(tasks)
+    hist = ", ".join(f"{k}: {v}" for k, v in st["difficulty"].items()) or "none"
+    tools = "\n".join(f"- `{t.name}`: {t.function.description.splitlines()[0] if t.function.description else ''}"
+                      for t in manifest.tools)
+    return (
+        f"# {manifest.name}\n\n{manifest.description}\n\n"
+        f"- family: `{manifest.family}`" + (f", category `{manifest.category}`" if manifest.category else "") + "\n"
+        f"- version: `{manifest.version}`\n- tasks: {st['tasks']} (difficulty histogram: {hist})\n"
+        f"- generator: {manifest.provenance.generator or 'unknown'}\n\n## Tools\n\n{tools}\n\n"
+        "## Use\n\n```python\nimport gymnasium as gym, envgen\n"
+        f'env = gym.make("envgen/Pack-v0", pack="PATH_TO_THIS_PACK")\n```\n'
+    )

@@ -1,0 +1,2 @@
+"""The pass check: keep rules and the scheduler (``rules``), where rollouts run (``executors``), the
+``envgen check`` / ``envgen eval`` commands (``check``) and the rollout ledger (``ledger``)."""

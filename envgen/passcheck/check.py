@@ -1,0 +1,212 @@
+"""`envgen check` and `envgen eval`: rollouts of a policy over a pack, run by an executor.
+
+Rollouts run on an executor (``envgen.passcheck.executors``: a local thread pool or Ray actors). Every
+finished rollout is recorded in the state store at once, keyed by the pack's
+content hash, the policy, the sandbox backend and image, and the seed, so an interrupted check resumes
+from what it already spent and a changed pack or backend never reuses another's results.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..pack import format as packmod
+from ..sandbox.engine import docker_available
+from ..errors import EnvgenError, InputError
+from ..sandbox.images import pack_image_tag
+from .ledger import RolloutLedger
+from .executors import PASS_THRESHOLD, make_executor
+from .rules import (Outcome, Rule, Scheduler, parse_rule, pass_at_k, rule_name, run_check)
+from ..pack.resolve import open_pack
+
+# ----------------------------------------------------------------------------- check
+
+
+@dataclass
+class CheckReport:
+    pack: packmod.Pack
+    """The checked pack, its tasks carrying this check's stats (on disk only with write_stats)."""
+    rule: Rule
+    policy: str
+    stats: dict[str, dict]
+    rollouts_spent: int
+    resumed: int
+    seconds: float
+    kept_pack: packmod.Pack | None = None
+    plot: Path | None = None
+    sandbox: str = "local"
+    image: str = ""
+    stats_written: bool = False
+
+    @property
+    def kept(self) -> list[str]:
+        return [t for t, s in self.stats.items() if s["kept"]]
+
+    def summary(self) -> dict[str, Any]:
+        n = len(self.stats)
+        return {"pack": str(self.pack.root), "version": self.pack.manifest.version, "policy": self.policy,
+                "sandbox": self.sandbox, "image": self.image or None, "rule": rule_name(self.rule), "k": self.rule.k,
+                "tasks": n, "kept": len(self.kept), "dropped": n - len(self.kept),
+                "rollouts": sum(s["rollouts"] for s in self.stats.values()), "rollouts_this_run": self.rollouts_spent,
+                "resumed_rollouts": self.resumed, "naive_rollouts": n * self.rule.k, "seconds": round(self.seconds, 2),
+                "kept_pack": str(self.kept_pack.root) if self.kept_pack else None,
+                "stats_written": self.stats_written, "plot": str(self.plot) if self.plot else None}
+
+
+def rollout_backend(pack: packmod.Pack, sandbox: str) -> tuple[str, str]:
+    """The backend rollouts really run in (``auto`` resolved) and, for Docker, the image's recipe digest.
+
+    The digest is the pack image's tag, recomputed from env/, the runtime and the base recipe (no engine
+    needed), so a rebuilt or changed image never shares recorded rollouts with another.
+    """
+    backend = sandbox
+    if sandbox == "auto":
+        backend = "docker" if docker_available() else "local"
+    if backend != "docker":
+        return backend, ""
+    try:
+        return backend, pack_image_tag(pack)
+    except EnvgenError:
+        return backend, pack.manifest.image.digest or pack.manifest.image.tag or ""
+
+
+def with_check_stats(task: packmod.Task, policy: str, stats: dict[str, Any]) -> packmod.Task:
+    """The task with ``stats["check"][policy]`` set (other policies' results kept)."""
+    prior = task.stats.get("check")
+    by_policy = dict(prior) if isinstance(prior, dict) and "rollouts" not in prior else {}
+    return task.model_copy(update={"stats": {**task.stats, "check": {**by_policy, policy: stats}}})
+
+
+def check(pack_ref: str, policy: str, *, k: int = 100, keep: str = "at-least-once", out: Path | None = None,
+          workers: int = 8, executor: str = "local", sandbox: str = "local", seed: int = 0,
+          store_url: str | None = None, plot: Path | None = None, pass_threshold: float = PASS_THRESHOLD,
+          ray_address: str | None = None, judge: str | None = None, write_stats: bool = False,
+          allow_modified: bool = False, log: Callable[[str], None] | None = None,
+          progress: Callable[[int], None] | None = None) -> CheckReport:
+    """Run the pass check; per-task stats (``stats["check"][policy]``) go into the kept pack at `out`, and
+    into the pack itself only with `write_stats`; a histogram goes to `plot`.
+
+    Rollouts are recorded under the pack's content hash, the policy, the sandbox backend, the image and the
+    seed: a rerun with the same key resumes, anything else starts afresh. A pack modified since it was saved
+    is refused unless `allow_modified` (it is then re-hashed, see ``envgen.pack.resolve.open_pack``).
+    """
+    try:
+        rule = parse_rule(keep, k)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    p = open_pack(pack_ref, allow_modified=allow_modified, log=log)
+    backend, image = rollout_backend(p, sandbox)
+    ledger = RolloutLedger(store_url, pack_version=p.manifest.version, policy=policy, seed=seed, sandbox=backend,
+                           image=image)
+    done = [o for o in ledger.load() if o.error is None]
+    sched = Scheduler([t.id for t in p.tasks], rule, workers, done=done)
+    spent = 0
+    t0 = time.perf_counter()
+    ex = make_executor(executor, str(p.root), policy, sandbox=backend, seed=seed, workers=workers,
+                       pass_threshold=pass_threshold, ray_address=ray_address, judge=judge)
+
+    def on_outcome(o: Outcome) -> None:
+        nonlocal spent
+        spent += 1
+        ledger.record(o)
+        if progress:
+            progress(1)
+
+    try:
+        run_check(sched, ex, on_outcome)
+    finally:
+        ex.close()
+    stats = {tid: {**st.stats(rule), "sandbox": backend, **({"image": image} if image else {})}
+             for tid, st in sched.tasks.items()}
+    checked = p.with_tasks(with_check_stats(t, policy, stats[t.id]) for t in p.tasks)
+    if write_stats:
+        checked = packmod.save(checked, p.root)
+    kept_pack = packmod.save(checked.with_tasks([t for t in checked.tasks if stats[t.id]["kept"]]), out) if out else None
+    report = CheckReport(checked, rule, policy, stats, spent, len(done), time.perf_counter() - t0, kept_pack,
+                         sandbox=backend, image=image, stats_written=write_stats)
+    if plot is not None:
+        report.plot = histogram(stats, plot, f"{p.manifest.name}: pass rates of {policy} (k={k})")
+    return report
+
+
+def histogram(stats: dict[str, dict], path: Path, title: str) -> Path:
+    """Save a pass-rate histogram PNG (matplotlib, headless)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rates = [s["pass_rate"] for s in stats.values() if s["pass_rate"] is not None]
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    ax.hist(rates, bins=[i / 20 for i in range(21)], color="#4c72b0", edgecolor="white")
+    ax.set_xlabel("pass rate (rollouts until decided)")
+    ax.set_ylabel("tasks")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+# ----------------------------------------------------------------------------- eval (pass@k)
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """Exactly k rollouts per task (no early stop): what pass@k needs."""
+
+    k: int
+
+    def decide(self, passes: int, done: int) -> bool | None:
+        return True if done >= self.k else None
+
+
+@dataclass
+class EvalReport:
+    sample: list[str]
+    k: int
+    results: dict[str, dict[str, float]] = field(default_factory=dict)
+    """policy -> {"pass@1": ..., "pass@2": ..., ...}"""
+
+    def summary(self) -> dict[str, Any]:
+        return {"tasks": len(self.sample), "k": self.k, "sample": self.sample, "policies": self.results}
+
+
+def evaluate(pack_ref: str, policies: list[str], *, sample: int = 50, k: int = 4, seed: int = 0, workers: int = 8,
+             executor: str = "local", sandbox: str = "local", store_url: str | None = None,
+             pass_threshold: float = PASS_THRESHOLD, ray_address: str | None = None, judge: str | None = None,
+             allow_modified: bool = False, log: Callable[[str], None] | None = None,
+             progress: Callable[[int], None] | None = None) -> EvalReport:
+    """pass@1..k of each policy on a seeded sample of tasks (the DeepSeek-V3.2 Table-5 check)."""
+    p = open_pack(pack_ref, allow_modified=allow_modified, log=log)
+    backend, image = rollout_backend(p, sandbox)
+    ids = sorted(t.id for t in p.tasks)
+    chosen = sorted(random.Random(seed).sample(ids, min(sample, len(ids))))
+    report = EvalReport(chosen, k)
+    for spec in policies:
+        ledger = RolloutLedger(store_url, pack_version=p.manifest.version, policy=spec, seed=seed, sandbox=backend,
+                               image=image)
+        sched = Scheduler(chosen, Fixed(k), workers, done=ledger.load())
+        ex = make_executor(executor, str(p.root), spec, sandbox=backend, seed=seed, workers=workers,
+                           pass_threshold=pass_threshold, ray_address=ray_address, judge=judge)
+
+        def on_outcome(o: Outcome) -> None:
+            ledger.record(o)
+            if o.error is None and progress:
+                progress(1)
+
+        try:
+            run_check(sched, ex, on_outcome)
+        finally:
+            ex.close()
+        report.results[spec] = {
+            f"pass@{j}": round(sum(pass_at_k(len(st.outcomes), st.passes, j) for st in sched.tasks.values())
+                               / len(chosen), 4)
+            for j in range(1, k + 1) if j in (1, 2, 4, 8, 16, 32, 64, 100, k)}
+    return report

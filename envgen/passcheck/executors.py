@@ -1,0 +1,126 @@
+"""Where pass-check rollouts run. A *worker* owns one PackEnv (so one sandbox) and one policy instance and
+runs rollout (task, index) with the index's fixed seed. ``local`` is a thread pool in this process (the
+sandboxes are processes or containers, and model calls are HTTP or a batched local model, so threads keep
+every core busy without pickling envs); ``ray`` runs the same workers as Ray actors on a cluster.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import threading
+import time
+from typing import Any, Callable
+
+from ..episodes.gym import PackEnv
+from ..errors import EnvgenError, InputError
+from ..policies.builtin import make_policy, rollout
+from .rules import Outcome, rollout_seed
+
+PASS_THRESHOLD = 1.0
+
+
+class Worker:
+    """One env + one policy; runs rollouts one after another."""
+
+    def __init__(self, pack_ref: str, policy_spec: str, sandbox: str = "local", seed: int = 0,
+                 pass_threshold: float = PASS_THRESHOLD, judge: str | None = None):
+        self.env = PackEnv(pack_ref, sandbox=sandbox, judge=judge)
+        self.policy = make_policy(policy_spec)
+        self.seed, self.pass_threshold = seed, pass_threshold
+
+    def run(self, task_id: str, index: int) -> Outcome:
+        t0 = time.perf_counter()
+        try:
+            t = rollout(self.env, self.policy, task_id=task_id, seed=rollout_seed(task_id, index, self.seed))
+        except EnvgenError as e:  # an endpoint that stays down, a sandbox that cannot start
+            return Outcome(task_id, index, 0.0, False, seconds=time.perf_counter() - t0, error=str(e))
+        return Outcome(task_id, index, t.reward, t.reward >= self.pass_threshold, turns=t.turns, tokens=t.tokens,
+                       seconds=t.seconds, step_latencies=t.step_seconds)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class LocalExecutor:
+    """A thread pool; each thread lazily builds its own Worker and keeps it for later rollouts."""
+
+    def __init__(self, make_worker: Callable[[], Worker], workers: int):
+        self._make = make_worker
+        self._pool = cf.ThreadPoolExecutor(workers, thread_name_prefix="envgen-rollout")
+        self._local = threading.local()
+        self._workers: list[Worker] = []
+        self._lock = threading.Lock()
+        self._futures: set[cf.Future] = set()
+
+    def _run(self, task_id: str, index: int) -> Outcome:
+        w = getattr(self._local, "worker", None)
+        if w is None:
+            w = self._local.worker = self._make()
+            with self._lock:
+                self._workers.append(w)
+        return w.run(task_id, index)
+
+    def submit(self, task_id: str, index: int) -> None:
+        self._futures.add(self._pool.submit(self._run, task_id, index))
+
+    def wait(self) -> list[Outcome]:
+        done, self._futures = cf.wait(self._futures, return_when=cf.FIRST_COMPLETED)
+        return [f.result() for f in done]
+
+    def close(self) -> None:
+        for f in self._futures:
+            f.cancel()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        for w in self._workers:
+            w.close()
+
+
+class RayExecutor:
+    """The same workers as Ray actors (one sandbox each); `address` joins an existing cluster.
+
+    Actors open the pack by the reference given (a path every node can read, or hf://ORG/NAME).
+    """
+
+    def __init__(self, pack_ref: str, policy_spec: str, sandbox: str, seed: int, workers: int,
+                 pass_threshold: float = PASS_THRESHOLD, address: str | None = None, judge: str | None = None):
+        try:
+            import ray
+        except ImportError:
+            raise InputError("--executor ray needs Ray: pip install 'envgen[ray]'") from None
+        self.ray = ray
+        if not ray.is_initialized():
+            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
+                     include_dashboard=False, **({} if address else {"num_cpus": max(workers, 1)}))
+        actor = ray.remote(num_cpus=1)(Worker)
+        self._idle = [actor.remote(pack_ref, policy_spec, sandbox, seed, pass_threshold, judge) for _ in range(workers)]
+        self._all = list(self._idle)
+        self._pending: dict[Any, Any] = {}
+
+    def submit(self, task_id: str, index: int) -> None:
+        a = self._idle.pop()
+        self._pending[a.run.remote(task_id, index)] = a
+
+    def wait(self) -> list[Outcome]:
+        ready, _ = self.ray.wait(list(self._pending), num_returns=1)
+        out = []
+        for ref in ready:
+            self._idle.append(self._pending.pop(ref))
+            out.append(self.ray.get(ref))
+        return out
+
+    def close(self) -> None:
+        for a in self._all:
+            try:
+                self.ray.get(a.close.remote())
+            finally:
+                self.ray.kill(a)
+
+
+def make_executor(kind: str, pack_ref: str, policy_spec: str, *, sandbox: str, seed: int, workers: int,
+                  pass_threshold: float = PASS_THRESHOLD, ray_address: str | None = None, judge: str | None = None):
+    """`judge` is a spec string (see envgen.llm.judge.make_judge) so each worker, Ray actors included, builds its own."""
+    if kind == "local":
+        return LocalExecutor(lambda: Worker(pack_ref, policy_spec, sandbox, seed, pass_threshold, judge), workers)
+    if kind == "ray":
+        return RayExecutor(pack_ref, policy_spec, sandbox, seed, workers, pass_threshold, ray_address, judge)
+    raise InputError(f"unknown executor {kind!r}; use local or ray")
