@@ -79,7 +79,7 @@ def main() -> None:
         build_s = time.perf_counter() - t0
         if report.kept != a.tasks:
             raise SystemExit(f"expected {a.tasks} kept tasks, got {report.kept}: {report.rejections}")
-        (key, env), = report.environments.items()
+        (key, env), = report.details["environments"].items()
         rows, walls, tests, uniques = [], 0.0, 0.0, []
         for name in sorted(report.packs):
             from envgen.pack import load

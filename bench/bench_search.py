@@ -72,7 +72,7 @@ def main() -> None:
         opens = timed(local.open, pages)
 
         report = build("search", "geo-multihop", tmp / "pack", tasks=9, seed=0, workers=1)
-        with open_sandbox(load(report.pack)) as sbx:
+        with open_sandbox(load(report.out)) as sbx:
             sbx.reset()
             for q in queries[:100]:
                 sbx.call("search", {"query": q, "limit": 5})

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+import inspect
 import sys
+import types
+import typing
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterator, List, Optional
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
@@ -130,126 +135,87 @@ def _table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
 # ----------------------------------------------------------------------------- build / validate
 
 
-@app.command()
-def build(
-    family: str = typer.Argument(..., help="Family to build: general, search or code (see `envgen families`)."),
-    category: Optional[str] = typer.Option(None, "--category", "-c", help="Category, e.g. travel-planning (offline) "
-                                           "or any task category in words with --llm-model; not used by code."),
-    out_dir: Path = typer.Option(..., "--out", "-o", help="Directory to write the pack to (replaced atomically)."),
-    tasks: Optional[int] = typer.Option(None, "--tasks", "-n", min=1, help="Tasks to propose offline (default: the category's)."),
-    seed: int = typer.Option(0, "--seed", help="Seed; the same seed gives the same pack."),
-    workers: int = WorkersOpt,
-    sandbox: str = SandboxOpt,
-    llm_model: Optional[str] = typer.Option(None, "--llm-model", envvar="ENVGEN_LLM_MODEL",
-                                            help="Run the LLM agent pipeline with this model (else the offline generator)."),
-    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="OPENAI_BASE_URL",
-                                               help="OpenAI-compatible endpoint for --llm-model."),
-    llm_api_key: Optional[str] = typer.Option(None, "--llm-api-key", help="API key (default OPENAI_API_KEY)."),
-    llm_config: Optional[Path] = typer.Option(None, "--llm-config", help="YAML/JSON file naming several models "
-                                              "(models: [{name, base_url, model, ...}], roles: {...})."),
-    store: Optional[str] = typer.Option(None, "--store", envvar="ENVGEN_STORE",
-                                        help="State store URL or SQLite path; rerunning resumes from it."),
-    max_levels: int = typer.Option(3, "--max-levels", min=1, help="LLM pipeline: difficulty levels per task chain."),
-    chains: int = typer.Option(1, "--chains", min=1, help="LLM pipeline: independent task chains per environment."),
-    search: str = typer.Option("none", "--search", help="LLM pipeline: the builder's search backend (none, web, local)."),
-    review: bool = typer.Option(True, "--review/--no-review", help="LLM pipeline: a reviewer agent checks every level."),
-    corpus: Optional[str] = typer.Option(None, "--corpus", help="search + LLM: corpus to mine entities from "
-                                         "(JSONL, folder of text/HTML, hf:NAME)."),
-    index: Optional[Path] = typer.Option(None, "--index", help="search + LLM: a built index (envgen corpus index)."),
-    search_config: Optional[Path] = typer.Option(None, "--search-config", help="search + LLM: YAML/JSON naming the "
-                                                 "question/answer agent configurations and the keep rule."),
-    source: Optional[str] = typer.Option(None, "--from", help="code: github:OWNER/REPO, git:PATH or swebench:FILE."),
-    repo_path: List[str] = typer.Option([], "--repo-path", help="code: a local clone (PATH, or OWNER/NAME=PATH "
-                                        "per repository of a SWE-bench file)."),
-    runs: int = typer.Option(3, "--runs", min=1, help="code: repetitions of each validation side (flaky detection)."),
-    gate: bool = typer.Option(True, "--gate/--no-gate", help="code: run the red-team gate on validated tasks."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="code: at most this many source instances."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="code: GitHub response and clone cache."),
-    as_json: bool = JsonOpt,
-):
-    """Generate a pack, gate every task through the red-team, and save what passes.
+class _BuildGroup(typer.core.TyperGroup):
+    """``envgen build FAMILY``: one subcommand per family (envgen.build.family), made from the family's options
+    model when it is asked for, so ``envgen build general`` imports one family and a new family needs no CLI
+    edit."""
 
-    Offline (no --llm-model/--llm-config) a procedural generator builds the category; with a model the
-    DeepSeek-V3.2 agent pipeline builds a database, tools and tasks for any category, resumably.
-    """
-    if family == "code":
-        _build_code(source, out_dir, repo_path, runs, gate, limit, cache_dir, store,
-                    "docker" if sandbox in ("docker", "auto") else "local", as_json)
-        return
-    if category is None:
-        raise InputError(f"envgen build {family} needs --category (see `envgen families`)")
-    if llm_model or llm_config:
-        from .llm.client import load_llm
+    def list_commands(self, ctx: Any) -> list[str]:
+        from .build.family import family_names
 
-        pool = load_llm(llm_config, base_url=llm_base_url, model=llm_model, api_key=llm_api_key)
-        if family == "general":
-            from .families.general.pipeline import stage_count, synthesize
+        return list(family_names())
 
-            with _progress(f"synthesize {category}", total=stage_count(max_levels, chains),
-                           enabled=not as_json) as advance:
-                report = synthesize(category, out_dir, llm=pool, store_url=store, sandbox=sandbox,
-                                    max_levels=max_levels, chains=chains, seed=seed, search=search, review=review,
-                                    workers=workers, progress=advance)
-        elif family == "search":
-            from .families.search.pipeline import synthesize_search
+    def get_command(self, ctx: Any, name: str) -> Any:
+        from .build.family import get_family
 
-            if corpus is None and index is None:
-                raise InputError("envgen build search with a model needs --corpus or --index to mine entities from")
-            questions = tasks or 20
-            with _progress("search questions", total=questions, enabled=not as_json) as advance:
-                report = synthesize_search(out_dir, llm=pool, corpus=corpus, index=index, questions=questions,
-                                           seed=seed, search="local" if search == "none" else search,
-                                           config=search_config, store_url=store, workers=workers, sandbox=sandbox,
-                                           progress=advance, name=category)
+        return _family_command(get_family(name))  # an unknown family is an InputError naming the known ones
+
+
+def _annotation(annotation: Any) -> tuple[Any, bool]:
+    """(the annotation typer gets, is a flag) for an options-model field: X | None -> Optional[X], list[X] ->
+    List[X], a Literal -> str (pydantic checks the choice and names the flag)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    optional = typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1
+    base = args[0] if optional else annotation
+    if typing.get_origin(base) is list:
+        return List[typing.get_args(base)[0]], False
+    if typing.get_origin(base) is typing.Literal:
+        base = str
+    return (base, True) if base is bool else (Optional[base], False)
+
+
+def _family_command(family: Any) -> Any:
+    """A typer command whose flags are ``family.Options``' fields (help: each field's description)."""
+    params = []
+    for doc in family.describe_options():
+        annotation, is_flag = _annotation(family.Options.model_fields[doc.name].annotation)
+        if is_flag:
+            flag = doc.flags[0].removeprefix("--")
+            option = typer.Option(doc.default, f"--{flag}/--no-{flag}", *doc.flags[1:], help=doc.description,
+                                  envvar=doc.envvar)
         else:
-            raise InputError(f"--llm-model builds the general and search families, not {family!r}")
-    else:
-        from .build.offline import build as run_build
-        from .build.sdk import default_tasks
+            shown = doc.default not in (None, []) and not doc.required and str(doc.default)
+            option = typer.Option(... if doc.required else None, *doc.flags, help=doc.description, envvar=doc.envvar,
+                                  show_default=shown or False, show_envvar=doc.envvar is not None)
+        params.append(inspect.Parameter(doc.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation))
+    params.append(inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, default=JsonOpt, annotation=bool))
 
-        total = tasks or default_tasks(family, category)
-        with _progress(f"red-team {family}/{category}", total=total, enabled=not as_json) as advance:
-            report = run_build(family, category, out_dir, tasks=tasks, seed=seed, workers=workers, sandbox=sandbox,
-                               progress=advance)
-    summary = report.summary()
-    if as_json:
-        _emit_json(summary)
-        return
-    _print_build(out_dir, summary)
-    hist = summary["difficulty"]
-    out.print(_table("difficulty (tool calls)", list(hist), [list(hist.values())]))
-    if summary.get("llm"):
-        spent = summary["llm"].get("spent", summary["llm"])
-        out.print(f"LLM spend: {json.dumps(spent, default=str)}", markup=False, highlight=False)
+    def run(as_json: bool = False, **values: Any) -> None:
+        options = family.options(**{k: v for k, v in values.items() if v is not None and v != []})
+        label, total = family.progress_total(options)
+        with _progress(label, total, enabled=not as_json) as advance:
+            report = family.build(options, progress=advance, log=_say)
+        if as_json:
+            _emit_json(report.summary())
+        else:
+            _print_build(report.summary())
+
+    run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]  # typer reads the flags from it
+    sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    sub.command(family.name, no_args_is_help=True, short_help=family.description,
+                help=f"{family.description}\n\nGenerate tasks, gate every one through the red-team, and save the "
+                     f"pack(s) of those that pass.")(run)
+    return typer.main.get_command(sub)
 
 
-def _print_build(out_dir: Path, summary: dict[str, Any]) -> None:
-    out.print(_table(f"built {out_dir}", ["proposed", "kept", "rejected", "seconds"],
+build_app = typer.Typer(cls=_BuildGroup, no_args_is_help=True, help="Generate a pack: `envgen build FAMILY --help` "
+                        "shows a family's options; `envgen families` lists families and categories.")
+app.add_typer(build_app, name="build")
+
+
+def _print_build(summary: dict[str, Any]) -> None:
+    out.print(_table(f"built {summary['out']}", ["proposed", "kept", "rejected", "seconds"],
                      [[summary["proposed"], summary["kept"], summary["rejected"], f"{summary['seconds']:.1f}"]]))
     if summary.get("rejected_by_reason"):
         out.print(_table("rejected", ["reason", "tasks"], [[k, v] for k, v in summary["rejected_by_reason"].items()]))
-
-
-def _build_code(source, out_dir, repo_path, runs, gate, limit, cache_dir, store, backend, as_json) -> None:
-    from .families.code import build_code
-
-    if not source:
-        raise InputError("envgen build code needs --from github:OWNER/REPO, git:PATH or swebench:FILE")
-    paths: Any = None
-    if repo_path:
-        pairs = [p.split("=", 1) for p in repo_path]
-        paths = {k: v for k, v in pairs} if all(len(p) == 2 for p in pairs) else repo_path[0]
-    with _progress(f"code {source}", total=limit, enabled=not as_json) as advance:
-        report = build_code(source, out_dir, repo_path=paths, runs=runs, backend=backend, gate=gate, limit=limit,
-                            cache_dir=cache_dir, store=store, log=lambda m: err.print(m, markup=False, highlight=False),
-                            progress=lambda task, outcome: advance(1))
-    summary = report.summary()
-    if as_json:
-        _emit_json(summary)
-        return
-    _print_build(out_dir, summary)
-    for p in report.packs:
-        out.print(f"pack: {p}")
+    if summary["difficulty"]:
+        out.print(_table("difficulty (tool calls)", list(summary["difficulty"]), [list(summary["difficulty"].values())]))
+    if summary["packs"] != ["."]:
+        for p in summary["packs"]:
+            out.print(f"pack: {Path(summary['out']) / p}", markup=False, highlight=False)
+    llm = summary["details"].get("llm")
+    if llm:
+        out.print(f"LLM spend: {json.dumps(llm.get('spent', llm), default=str)}", markup=False, highlight=False)
 
 
 @app.command()
@@ -261,12 +227,12 @@ def validate(
     as_json: bool = JsonOpt,
 ):
     """Load a pack, check its content hash, and run the oracle replay + red-team gate on every task."""
-    from .build.offline import validate as run_validate
+    from .build.offline import validate_pack
     from .pack.resolve import open_pack
 
     p = open_pack(pack, allow_modified=allow_modified, log=_say)
     with _progress(f"validate {p.manifest.name}", total=len(p.tasks), enabled=not as_json) as advance:
-        results = run_validate(p, workers=workers, sandbox=sandbox, progress=advance)
+        results = validate_pack(p, workers=workers, sandbox=sandbox, progress=advance)
     failed = [r for r in results if not r.passed]
     if as_json:
         _emit_json({"pack": str(p.root), "version": p.manifest.version, "tasks": len(results),
@@ -501,15 +467,20 @@ def ls(
 
 @app.command()
 def families(as_json: bool = JsonOpt):
-    """List the families and categories `envgen build` can generate offline."""
-    from .build.sdk import categories
+    """List the families `envgen build` makes, their offline categories and their options."""
+    from .build.family import families as all_families
 
-    cats = categories()
+    fams = all_families()
     if as_json:
-        _emit_json([{"family": c.family, "category": c.name, "description": c.description} for c in cats.values()])
+        _emit_json([{"family": f.name, "description": f.description,
+                     "categories": [{"category": c.name, "description": c.description} for c in f.categories()],
+                     "options": [{**asdict(o), "flags": list(o.flags)} for o in f.describe_options()]}
+                    for f in fams.values()])
         return
-    out.print(_table("categories", ["family", "category", "description"],
-                     [[c.family, c.name, c.description] for c in cats.values()]))
+    out.print(_table("families (envgen build FAMILY --help for options)", ["family", "description"],
+                     [[f.name, f.description] for f in fams.values()]))
+    out.print(_table("offline categories (--category)", ["family", "category", "description"],
+                     [[f.name, c.name, c.description] for f in fams.values() for c in f.categories()]))
 
 
 @export_app.command("swebench")
@@ -548,8 +519,6 @@ def corpus_index(
     as_json: bool = JsonOpt,
 ):
     """Index a corpus into a local SQLite FTS5 file (the offline search backend)."""
-    from dataclasses import asdict
-
     from .retrieval.corpus import index_corpus
 
     st = index_corpus(source, out_file, split=split, id_field=id_field, title_field=title_field,

@@ -14,7 +14,7 @@ from envgen.build.offline import (
     needs_expectation,
     record_and_gate,
     record_expectation,
-    validate,
+    validate_pack,
 )
 from envgen.episodes.episode import Episode, replay
 from envgen.errors import EnvgenError
@@ -77,14 +77,14 @@ def test_build_reports_and_records_what_it_did(tmp_path):
     assert (out / "env" / "state" / "travel.db").is_file() and (out / "hidden" / "verify.py").is_file()
 
     ticks.clear()
-    results = validate(out, workers=2, progress=ticks.append)
+    results = validate_pack(out, workers=2, progress=ticks.append)
     assert [r.task_id for r in results] == [t.id for t in pack.tasks] and all(r.passed for r in results)
     assert sum(ticks) == 20
 
     # rebuilding over an existing pack replaces it; the same seed gives the same content (version = content hash)
     build("general", "travel-planning", out, tasks=5, seed=2, workers=1)
     again = build("general", "travel-planning", tmp_path / "again", tasks=5, seed=2, workers=1)
-    assert len(load(out).tasks) == 5 and load(out).manifest.version == load(again.pack).manifest.version
+    assert len(load(out).tasks) == 5 and load(out).manifest.version == load(again.out).manifest.version
     (tmp_path / "stuff").mkdir()
     (tmp_path / "stuff" / "notes.txt").write_text("mine")
     with pytest.raises(EnvgenError, match="not a pack"):
@@ -118,10 +118,10 @@ def test_gate_drops_broken_tasks_with_their_reason(tmp_path):
 def test_second_category_builds_and_judges_state(tmp_path):
     report = build("general", "library-catalog", tmp_path / "lib", tasks=12, seed=0, workers=2)
     assert report.kept == 12, report.rejections
-    pack = load(report.pack)
+    pack = load(report.out)
     assert {t.meta["level"] for t in pack.tasks} == set(range(1, 7))
     assert set(report.difficulty) >= {"1", "2", "4", "6", "7"}
-    assert all(r.passed for r in validate(pack, workers=1))
+    assert all(r.passed for r in validate_pack(pack, workers=1))
 
     lend = next(t for t in pack.tasks if t.meta["level"] == 4)
     with open_sandbox(pack, "local") as sbx:
@@ -179,7 +179,7 @@ def test_library_build_records_each_tasks_expected_change_set(tmp_path):
     write is the submission itself, has no collateral write to probe."""
     report = build("general", "library-catalog", tmp_path / "lib", tasks=12, seed=0, workers=2)
     assert report.kept == 12 and report.not_applicable == {}
-    pack = load(report.pack)
+    pack = load(report.out)
     for task in pack.tasks:
         changes = task.verifier.args["changes"]
         assert changes["db"] == "state/library.db" and set(changes["expected"]) == {"schema", "tables"}
@@ -195,7 +195,7 @@ def test_library_build_records_each_tasks_expected_change_set(tmp_path):
             assert tables["copies"]["changed"][0]["after"] == {"status": "on loan"}
     travel = build("general", "travel-planning", tmp_path / "travel", tasks=6, seed=0, workers=2)
     assert travel.kept == 6 and travel.not_applicable == {"collateral": 6}
-    assert load(travel.pack).manifest.stats["build"]["not_applicable"] == {"collateral": 6}
+    assert load(travel.out).manifest.stats["build"]["not_applicable"] == {"collateral": 6}
 
 
 def test_collateral_probe_rejects_verifiers_that_only_check_their_own_rows(tmp_path):
@@ -237,7 +237,7 @@ def test_collateral_probe_rejects_verifiers_that_only_check_their_own_rows(tmp_p
 
 def test_collateral_candidates_are_seeded_and_need_other_references(tmp_path):
     generator = load_generator(get_category("general", "library-catalog"))
-    pack = load(build_generated(generator.generate(tmp_path / "work", 12, 0), tmp_path / "pack", workers=2).pack)
+    pack = load(build_generated(generator.generate(tmp_path / "work", 12, 0), tmp_path / "pack", workers=2).out)
     task = pack.tasks[1]
     first = collateral_calls(pack, task, "submit_result", seed=0)
     assert first == collateral_calls(pack, task, "submit_result", seed=0)

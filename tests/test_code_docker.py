@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from envgen.build.offline import validate as gate_pack
+from envgen.build.offline import validate_pack as gate_pack
 from envgen.families.code import build_code, export_swebench
 from envgen.families.code.repo_image import EnvironmentFailed, build_environment, layer_sharing
 from envgen.families.code.lang import Recipe, Step
@@ -51,7 +51,7 @@ def test_validation_in_docker_finds_the_lists_excludes_flaky_and_rejects_the_bre
 
 def test_tasks_share_the_repository_environment_layers(built):
     root, shas, report = built
-    (key, env), = report.environments.items()
+    (key, env), = report.details["environments"].items()
     assert env["tag"].startswith(f"envgen/repoenv:python-{key}-")
     assert [(s["name"], s["rc"]) for s in env["steps"]] == [("venv", 0), ("package", 0), ("check", 0)]
     assert sorted(env["tasks"]) == sorted(f"calc-{shas[k][:12]}" for k in ("fix", "float", "power"))
@@ -64,7 +64,7 @@ def test_tasks_share_the_repository_environment_layers(built):
         share = layer_sharing(client, pack.manifest.image.tag, env["tag"])
         assert share["shares_environment"], share
         assert share["unique_bytes"] < 1_000_000, share  # the task adds its snapshot and tools only
-        assert report.tasks[pack.tasks[0].id]["unique_image_bytes"] == share["unique_bytes"]
+        assert report.details["tasks"][pack.tasks[0].id]["unique_image_bytes"] == share["unique_bytes"]
 
 
 def test_oracle_scores_one_and_null_zero_in_docker(built):

@@ -108,4 +108,4 @@ def test_build_from_github_keeps_the_fix_and_records_every_reason(world, tmp_pat
     assert reasons == {
         "acme__calc-12": "PASS_TO_FAIL: the gold patch breaks 1 passing test(s): tests/test_core.py::test_multiply_int",
         "acme__calc-13": "links 2 issues", "acme__calc-14": "not merged", "acme__calc-15": "no linked issue"}
-    assert report.source_stats["http"]["waits"] == [] and report.source_stats["prs_fetched"] == 5
+    assert report.details["source_stats"]["http"]["waits"] == [] and report.details["source_stats"]["prs_fetched"] == 5

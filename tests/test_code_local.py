@@ -62,7 +62,7 @@ def test_pack_holds_the_lists_the_flaky_test_excluded_and_the_gate_scores(built)
     assert pack.manifest.submit_tool == "submit" and pack.manifest.family == "code"
     assert (pack.hidden_dir / "test.patch").read_text().count("def test_subtract") == 1
     assert "test_subtract" not in "".join(p.read_text(errors="ignore") for p in pack.env_dir.rglob("*") if p.is_file())
-    gate = report.tasks[task.id]["gate"]
+    gate = report.details["tasks"][task.id]["gate"]
     assert gate == {"reference": 1.0, "reference-again": 1.0, "empty": 0.0, "claim": 0.0, "mutated": 0.0, "noop": 0.0,
                     "plugin-addopts": 0.0, "plugin-conftest": 0.0, "config-only": 0.0}
     power = load(root / "out" / f"calc-{shas['power'][:12]}").tasks[0].verifier.args
@@ -75,7 +75,7 @@ def test_a_rerun_resumes_without_redoing_anything(built):
     stamps = {p: (root / "out" / p / "pack.json").stat().st_mtime_ns for p in first.packs}
     again = build_code(f"git:{root / 'calc'}", root / "out", backend="local", store=root / "state.sqlite",
                        log=lambda m: None)
-    assert again.resumed == 5 and again.kept == 2 and sorted(again.packs) == sorted(first.packs)
+    assert again.details["resumed"] == 5 and again.kept == 2 and sorted(again.packs) == sorted(first.packs)
     assert again.rejected_by_reason == first.rejected_by_reason
     assert {p: (root / "out" / p / "pack.json").stat().st_mtime_ns for p in again.packs} == stamps
 

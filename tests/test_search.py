@@ -16,7 +16,7 @@ import pytest
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
 from envgen.llm.client import LLMConfig
-from envgen.build.offline import build, validate
+from envgen.build.offline import build, validate_pack
 from envgen.retrieval.corpus import (
     Doc,
     build_index,
@@ -288,7 +288,7 @@ def test_offline_build_validates_and_runs_through_gymnasium(geo_pack):
     assert "en" in langs and len(langs) >= 2
     assert all(t.verifier.kind == "rubric" and t.difficulty == len(t.reference.calls) >= 3 for t in pack.tasks)
     assert max(t.meta["depth"] for t in pack.tasks) == 3 and max(t.meta["breadth"] for t in pack.tasks) >= 2
-    results = validate(geo_pack, workers=2)
+    results = validate_pack(geo_pack, workers=2)
     assert all(r.passed for r in results), [r.reason for r in results if not r.passed]
     env = gymnasium.make(ENV_ID, pack=str(geo_pack))
     try:
@@ -299,7 +299,7 @@ def test_offline_build_validates_and_runs_through_gymnasium(geo_pack):
     finally:
         env.close()
     again = build("search", "geo-multihop", geo_pack.parent / "again", tasks=24, seed=3, workers=1)
-    assert load(again.pack).manifest.version == pack.manifest.version  # the same seed builds the same pack
+    assert load(again.out).manifest.version == pack.manifest.version  # the same seed builds the same pack
 
 
 # ----------------------------------------------------------------------------- long-tail questions (issue 12, class 10)
@@ -489,8 +489,8 @@ def test_pipeline_keeps_only_verified_questions_every_answer_agent_gets_wrong(tm
         report = synthesize_search(tmp_path / "pack", **kw)
         assert not fake.errors
         paid = len(fake.log)
-        assert report.entities == 5 and report.constructed == 5 and report.kept == 1, report.summary()
-        assert report.dropped_by_reason == {"answered correctly": 2, "verifier: ground truth not supported": 2}
+        assert report.details["entities"] == 5 and report.details["constructed"] == 5 and report.kept == 1, report.summary()
+        assert report.details["dropped_by_reason"] == {"answered correctly": 2, "verifier: ground truth not supported": 2}
         pack = load(tmp_path / "pack")
         (task,) = pack.tasks
         kept_name = names[0]
@@ -662,7 +662,7 @@ def test_web_pipeline_freezes_the_pages_it_read_into_the_pack(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
-    assert report.kept == 1 and report.search["backend"] == "web"
+    assert report.kept == 1 and report.details["search"]["backend"] == "web"
     pack = load(tmp_path / "pack")
     (task,) = pack.tasks
     assert [c.args for c in task.reference.calls][1:] == [{"id_or_url": f"{base}/kara"}, {"id_or_url": f"{base}/togo"}]

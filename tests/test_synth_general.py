@@ -19,7 +19,7 @@ import pytest
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
 from envgen.llm.client import LLMConfig
-from envgen.build.offline import validate
+from envgen.build.offline import validate_pack
 from envgen.errors import EnvgenError
 from envgen.pack import load, verify_hash
 from envgen.policies.builtin import NullPolicy, OraclePolicy, rollout
@@ -87,7 +87,7 @@ def test_category_goes_from_empty_to_a_pack_with_three_difficulty_levels(clean):
     verify_hash(pack)
     assert [t.id for t in pack.tasks] == ["travel-planning-c0-l1", "travel-planning-c0-l2", "travel-planning-c0-l3"]
     assert [t.difficulty for t in pack.tasks] == [1, 3, 4]
-    assert rep.difficulty == {"1": 1, "3": 1, "4": 1} and (rep.proposed, rep.validated, rep.kept) == (3, 3, 3)
+    assert rep.difficulty == {"1": 1, "3": 1, "4": 1} and (rep.proposed, rep.details["validated"], rep.kept) == (3, 3, 3)
     assert pack.manifest.tool_names == ["search_hotels", "get_hotel", "search_restaurants"]  # level 3 added one
     assert [t.meta["level"] for t in pack.tasks] == [1, 2, 3]
     l1 = pack.tasks[0].reference
@@ -98,9 +98,9 @@ def test_category_goes_from_empty_to_a_pack_with_three_difficulty_levels(clean):
     prov = pack.manifest.provenance
     assert prov.models == ["fake-model"] and prov.sources == ["synthetic"] and prov.generator.startswith("envgen.families.general")
     # the report: tokens and money of every paid call, and one progress tick per stage
-    assert rep.llm["spent"]["calls"] == len(clean.keys) == rep.llm["session"]["calls"]
-    assert rep.llm["spent"]["cost"] == pytest.approx(rep.llm["session"]["cost"]) and rep.llm["spent"]["cost"] > 0
-    assert rep.summary()["llm"]["spent"]["prompt_tokens"] > 0
+    assert rep.details["llm"]["spent"]["calls"] == len(clean.keys) == rep.details["llm"]["session"]["calls"]
+    assert rep.details["llm"]["spent"]["cost"] == pytest.approx(rep.details["llm"]["session"]["cost"]) and rep.details["llm"]["spent"]["cost"] > 0
+    assert rep.summary()["details"]["llm"]["spent"]["prompt_tokens"] > 0
     assert len(clean.progress) == stage_count(3) == 6
     assert pack.manifest.stats["build"]["kept"] == 3
 
@@ -111,7 +111,7 @@ def test_wrong_solution_is_repaired_after_feedback(clean):
     assert [_submissions(b) for b in level1] == [0, 1]  # two model turns: the wrong submission, the repair
     feedback = [m["content"] for m in level1[1]["messages"] if m["role"] == "tool"][-1]
     assert feedback.startswith("Rejected: your verification scored your own solution 0, not 1 (answer '2'")
-    assert clean.report.levels[0]["submissions"] == 2 and clean.report.failures_by_reason["verify"] == 1
+    assert clean.report.details["levels"][0]["submissions"] == 2 and clean.report.details["failures_by_reason"]["verify"] == 1
 
 
 def test_verifier_accepting_anything_is_caught_by_the_red_team(clean):
@@ -119,7 +119,7 @@ def test_verifier_accepting_anything_is_caught_by_the_red_team(clean):
               json.dumps(b.get("tools"))]
     feedback = [m["content"] for m in level2[1]["messages"] if m["role"] == "tool"][-1]
     assert "red-team gate rejected the task" in feedback and "EMPTY final answer" in feedback
-    assert clean.report.failures_by_reason["redteam:empty"] == 1
+    assert clean.report.details["failures_by_reason"]["redteam:empty"] == 1
     assert "return True" not in (clean.pack / "hidden" / "verify" / "travel-planning-c0-l2.py").read_text()
 
 
@@ -128,8 +128,8 @@ def test_a_verifier_never_fixed_is_rejected_with_its_reason(tmp_path):
         rep = synthesize(CATEGORY, tmp_path / "pack", llm=llm(fake), store_url=f"sqlite:///{tmp_path / 's.sqlite'}",
                          work_dir=tmp_path / "work", max_levels=3)
     assert (rep.proposed, rep.kept) == (2, 1) and rep.rejected_by_reason == {"redteam:empty": 1}
-    assert [lv["status"] for lv in rep.levels] == ["validated", "rejected", "skipped"]
-    assert rep.levels[1]["submissions"] == 5 and rep.failures_by_reason == {"redteam:empty": 5}
+    assert [lv["status"] for lv in rep.details["levels"]] == ["validated", "rejected", "skipped"]
+    assert rep.details["levels"][1]["submissions"] == 5 and rep.details["failures_by_reason"] == {"redteam:empty": 5}
     assert [t.id for t in load(tmp_path / "pack").tasks] == ["travel-planning-c0-l1"]
 
 
@@ -144,7 +144,7 @@ def test_malformed_tool_call_json_is_recorded_not_fatal(clean):
 
 
 def test_produced_pack_validates_and_runs_through_gymnasium(clean):
-    results = validate(clean.pack, workers=2)
+    results = validate_pack(clean.pack, workers=2)
     assert [r.passed for r in results] == [True, True, True], [r.reason for r in results]
     env = gymnasium.make("envgen/Pack-v0", pack=str(clean.pack))
     try:
@@ -161,7 +161,7 @@ def test_rerunning_a_finished_build_calls_no_model(clean, tmp_path):
         rep = synthesize(CATEGORY, tmp_path / "again", llm=llm(fake, max_retries=0), store_url=clean.store,
                          work_dir=clean.work, max_levels=3)
         assert fake.log == []
-    assert rep.llm["session"]["calls"] == rep.llm["session"]["cached_calls"] == 0
+    assert rep.details["llm"]["session"]["calls"] == rep.details["llm"]["session"]["cached_calls"] == 0
     assert load(tmp_path / "again").manifest.version == load(clean.pack).manifest.version
 
 
@@ -207,8 +207,8 @@ def test_killed_build_resumes_without_repeated_calls_or_lost_tasks(clean, tmp_pa
     # together, exactly the calls of the uninterrupted build: nothing repeated, nothing skipped
     assert len(before) + len(after) == len(clean.keys) and {r.key for r in before + after} == set(clean.keys)
     replayed = sum(1 for b in clean.bodies[:cut] if "Write level 2" in _first_user(b))
-    assert rep.llm["session"]["cached_calls"] == replayed >= 1
-    assert rep.llm["spent"]["calls"] == len(clean.keys)  # every paid call counted once over both processes
+    assert rep.details["llm"]["session"]["cached_calls"] == replayed >= 1
+    assert rep.details["llm"]["spent"]["calls"] == len(clean.keys)  # every paid call counted once over both processes
     # the same tasks as the uninterrupted build, once each
     got, want = load(out), load(clean.pack)
     assert [t.model_dump() for t in got.tasks] == [t.model_dump() for t in want.tasks]

@@ -360,7 +360,7 @@ def pack(tmp_path_factory):
     assert report.kept == 20, report.rejections
     from envgen.pack import load
 
-    return load(report.pack)
+    return load(report.out)
 
 
 def test_oracle_scores_one_and_null_zero_in_the_sandbox(pack):

@@ -20,7 +20,6 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -29,55 +28,12 @@ from ..errors import InputError
 from .sdk import Generated, default_tasks, get_category, load_generator
 from ..pack.format import MANIFEST, Manifest, Pack, Provenance, Task, save
 from .gate import GateResult, gate
+from .report import BuildReport, count_reasons, reason_key
 from ..pack.resolve import open_pack
 from ..sandbox import Sandbox, open_sandbox
 from ..sandbox.local import describe_tools
 
 Progress = Callable[[int], Any]
-
-
-@dataclass
-class BuildReport:
-    """What a build did: counts, why tasks were dropped, the kept tasks' difficulties, and timings."""
-
-    pack: Path
-    name: str
-    family: str
-    category: str
-    seed: int
-    proposed: int
-    kept: int
-    rejected_by_reason: dict[str, int]
-    """Reason (the first probe that failed, e.g. "mutated scored 1, expected 0") -> tasks."""
-    rejections: list[dict[str, str]]
-    """[{task, reason}] for every dropped task, reasons in full."""
-    difficulty: dict[str, int]
-    """Difficulty (reference tool calls) -> kept tasks."""
-    seconds: float
-    stages: dict[str, float] = field(default_factory=dict)
-    """Seconds per stage: generate db/tasks, describe, stage, gate, save."""
-    workers: int = 1
-    sandbox: str = "local"
-    not_applicable: dict[str, int] = field(default_factory=dict)
-    """Probe -> tasks it could not apply to (kept or not), e.g. collateral where no other reference writes."""
-
-    @property
-    def rejected(self) -> int:
-        return self.proposed - self.kept
-
-    def summary(self) -> dict[str, Any]:
-        """JSON-ready: everything above plus rejected (a count) and tasks per second."""
-        out = asdict(self)
-        out["pack"] = str(self.pack)
-        out["rejected"] = self.rejected
-        out["tasks_per_s"] = round(self.proposed / self.seconds, 2) if self.seconds else None
-        out["seconds"] = round(self.seconds, 3)
-        out["stages"] = {k: round(v, 3) for k, v in self.stages.items()}
-        return out
-
-
-def reason_key(reason: str) -> str:
-    return reason.split(";", 1)[0].strip() or "unknown"
 
 
 def check_out(out: Path) -> None:
@@ -223,10 +179,10 @@ def build_generated(gen: Generated, out: str | Path, *, seed: int = 0, workers: 
         results = [r for _, r in gated]
         kept = [task for task, r in gated if r.passed]
         failed = [r for r in results if not r.passed]
-        by_reason = dict(Counter(reason_key(r.reason) for r in failed).most_common())
+        by_reason = count_reasons(reason_key(r.reason) for r in failed)
         hist = Counter(task.difficulty for task in kept)
         report = BuildReport(
-            pack=out.resolve(), name=gen.name, family=gen.family, category=gen.category, seed=seed,
+            family=gen.family, out=out.resolve(), packs=["."], name=gen.name, category=gen.category, seed=seed,
             proposed=len(staged.tasks), kept=len(kept), rejected_by_reason=by_reason,
             rejections=[{"task": r.task_id, "reason": r.reason} for r in failed],
             difficulty={str(k): hist[k] for k in sorted(hist)}, seconds=0.0, stages=stages, workers=workers,
@@ -267,7 +223,7 @@ def build(family: str, category: str, out: str | Path, *, tasks: int | None = No
                                stages=stages, started=started)
 
 
-def validate(pack: str | Path | Pack, *, workers: int = 2, sandbox: str = "local",
+def validate_pack(pack: str | Path | Pack, *, workers: int = 2, sandbox: str = "local",
              progress: Progress | None = None) -> list[GateResult]:
     """Oracle replay (twice) and the red-team probes over every task of a pack; one GateResult per task."""
     return gate_all(open_pack(pack), workers=workers, sandbox=sandbox, progress=progress)

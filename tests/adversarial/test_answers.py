@@ -29,7 +29,7 @@ TEXT_PROBES = ("hedge-first", "hedge-last", "enumeration", "answer-lines")
 def _pack(tmp_path_factory, family: str, category: str, tasks: int, seed: int) -> str:
     report = build(family, category, tmp_path_factory.mktemp(category) / "pack", tasks=tasks, seed=seed, workers=1)
     assert report.kept == tasks, report.rejections
-    return str(report.pack)
+    return str(report.out)
 
 
 @pytest.fixture(scope="module")

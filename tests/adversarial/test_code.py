@@ -134,7 +134,7 @@ def tally_pack(tmp_path_factory):
                         log=lambda m: None)
     assert report.kept == 1, report.rejections
     pack = load(root / "out" / report.packs[0])
-    return pack, report.tasks[pack.tasks[0].id]["gate"]
+    return pack, report.details["tasks"][pack.tasks[0].id]["gate"]
 
 
 @pytest.fixture(scope="module")

@@ -171,7 +171,7 @@ def _single_call(env, task, tool: str, args: dict) -> str:
 
 def test_the_gate_rejects_a_verifier_that_misses_collateral_writes(lib, tmp_path):
     """Packs built before whole-database checks: the collateral probe catches their verifiers (validate)."""
-    from envgen.build.offline import validate
+    from envgen.build.offline import validate_pack
     from envgen.pack import save
 
     old = []
@@ -183,7 +183,7 @@ def test_the_gate_rejects_a_verifier_that_misses_collateral_writes(lib, tmp_path
                 hidden_from=lib.hidden_dir)
     # the verifier of a pack built before this change: task checks only
     (pack.hidden_dir / "verify.py").write_text(Path(lib.hidden_dir / "verify.py").read_text())
-    results = {r.task_id: r for r in validate(pack, workers=2)}
+    results = {r.task_id: r for r in validate_pack(pack, workers=2)}
     failed = {i: r.reason for i, r in results.items() if not r.passed}
     assert all(r.startswith("collateral scored 1, expected 0; the reference plus ") for r in failed.values())
     assert len(failed) >= len(pack.tasks) * 2 // 3

@@ -74,10 +74,11 @@ class Rejection:
     @property
     def key(self) -> str:
         """The reason without its specifics, for counting (``changes 17 files (allowed 1-15)`` -> ``changes N files``)."""
-        return reason_key(self.reason)
+        return reason_group(self.reason)
 
 
-def reason_key(reason: str) -> str:
+def reason_group(reason: str) -> str:
+    """A code rejection reason with its numbers and details dropped, to count rejections by kind."""
     head = reason.split(":", 1)[0].split(" (", 1)[0]
     return re.sub(r"\d+", "N", head).strip()
 

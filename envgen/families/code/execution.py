@@ -248,7 +248,7 @@ def run_matrix_local(git_dir: Path, *, base: str, framework: str, files: list[st
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def validate(instance_id: str, *, backend: str, image: str | None = None, git_dir: Path | None = None,
+def validate_instance(instance_id: str, *, backend: str, image: str | None = None, git_dir: Path | None = None,
              base: str, framework: str, files: list[str], python: str | None, pythonpath: list[str], gold: str,
              test: str, runs: int = 3, timeout_s: float = 300.0, memory_mb: int = 2048, client=None) -> Validation:
     """Run the matrix (``docker``: in ``image``; ``local``: from ``git_dir``) and judge it."""

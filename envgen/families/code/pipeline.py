@@ -13,68 +13,27 @@ import json
 import os
 import shutil
 import time
-from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
 from ...build.offline import gate_all
+from ...build.report import BuildReport, count_reasons
 from ...sandbox.engine import engine
 from ...errors import EnvgenError, EnvironmentFailed, InputError, SandboxError
 from ...sandbox.images import build_pack_image, stderr_log
 from ...pack.format import MANIFEST, Provenance, load
 from ...store import Store
-from .candidates import Filters, Rejection, make_candidate, reason_key, swebench_filters
+from .candidates import Filters, Rejection, make_candidate, reason_group, swebench_filters
 from .repo_image import build_environment, layer_sharing
 from .lang import Language, RepoView
 from .languages import detect_language, get_language
 from .packs import files_after, finalize, slug, stage_pack
 from .sources import GitHub, has_commit, open_source
-from .execution import validate
+from .execution import validate_instance
 
 REPORT = "build.json"
 STAGING = ".staging"
-
-
-@dataclass
-class CodeBuildReport:
-    """What a code build did: counts, every rejection with its stage and reason, environments, timings."""
-
-    out: Path
-    source: str
-    proposed: int = 0
-    kept: int = 0
-    rejections: list[dict[str, Any]] = field(default_factory=list)
-    """[{task, stage, reason, details}] for every dropped candidate."""
-    packs: list[str] = field(default_factory=list)
-    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Kept task -> FAIL_TO_PASS/PASS_TO_PASS/flaky counts, validation timings, image bytes."""
-    environments: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Environment key -> image tag, step exit codes, tasks using it."""
-    source_stats: dict[str, Any] = field(default_factory=dict)
-    seconds: float = 0.0
-    stages: dict[str, float] = field(default_factory=dict)
-    backend: str = "docker"
-    runs: int = 3
-    resumed: int = 0
-    """Candidates whose result came from an earlier (interrupted or finished) run of this build."""
-
-    @property
-    def rejected(self) -> int:
-        return len(self.rejections)
-
-    @property
-    def rejected_by_reason(self) -> dict[str, int]:
-        return dict(Counter(f"{r['stage']}: {reason_key(r['reason'])}" for r in self.rejections).most_common())
-
-    def summary(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["out"] = str(self.out)
-        out["rejected"] = self.rejected
-        out["rejected_by_reason"] = self.rejected_by_reason
-        out["seconds"] = round(self.seconds, 3)
-        out["stages"] = {k: round(v, 3) for k, v in self.stages.items()}
-        return out
 
 
 def _check_out(out: Path) -> None:
@@ -93,7 +52,7 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
                cache_dir: str | Path | None = None, store: Store | str | None = None, github: GitHub | None = None,
                test_timeout_s: float = 300.0, limits: dict[str, Any] | None = None,
                log: Callable[[str], None] = stderr_log,
-               progress: Callable[[str, str], Any] | None = None) -> CodeBuildReport:
+               progress: Callable[[str, str], Any] | None = None) -> BuildReport:
     """Build one code pack per task that survives filtering, validation and the red-team gate.
 
     source: ``github:OWNER/REPO``, ``git:PATH`` or ``swebench:FILE``; repo_path: a local clone (or
@@ -113,7 +72,10 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     store.open_run(run_id, "build-code", {"source": source, "out": str(out), "runs": runs, "backend": backend})
     if not (out / REPORT).is_file():  # marks the folder as a code build's, so an interrupted one can resume
         (out / REPORT).write_text(json.dumps({"source": source, "status": "running"}) + "\n")
-    report = CodeBuildReport(out=out, source=source, backend=backend, runs=runs)
+    report = BuildReport(family="code", out=out, category=source, sandbox=backend,
+                         details={"source": source, "runs": runs, "resumed": 0, "tasks": {}, "environments": {},
+                                  "source_stats": {}})
+    details = report.details
     stages = report.stages
     lang_fixed: Language | None = get_language(language) if language else None
 
@@ -123,9 +85,9 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     raws = list(src.instances())
     if limit is not None:
         raws = raws[:limit]
-    report.source_stats = dict(getattr(src, "stats", {}))
+    details["source_stats"] = dict(getattr(src, "stats", {}))
     if getattr(src, "gh", None) is not None:
-        report.source_stats["http"] = dict(src.gh.stats)
+        details["source_stats"]["http"] = dict(src.gh.stats)
     _tick(stages, "source", t0)
     report.proposed = len(raws)
     flt = filters or (swebench_filters() if source.startswith("swebench:") else Filters())
@@ -141,7 +103,7 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
             done = store.stage(run_id, key)
             if done is not None and done.status == "done" and _still_valid(done.result, out):
                 _record(report, done.result)
-                report.resumed += 1
+                details["resumed"] += 1
                 if progress:
                     progress(raw.instance_id, done.result["status"])
                 continue
@@ -165,6 +127,7 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
                 progress(raw.instance_id, result["status"])
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    report.rejected_by_reason = count_reasons(f"{r['stage']}: {reason_group(r['reason'])}" for r in report.rejections)
     report.seconds = time.perf_counter() - started
     summary = report.summary()
     tmp = out / f".{REPORT}.tmp"
@@ -180,9 +143,9 @@ def _still_valid(result: dict | None, out: Path) -> bool:
     return result["status"] != "kept" or (out / result["pack"] / MANIFEST).is_file()
 
 
-def _record(report: CodeBuildReport, result: dict) -> None:
+def _record(report: BuildReport, result: dict) -> None:
     for k, v in (result.get("environment") or {}).items():
-        env = report.environments.setdefault(k, {**v, "tasks": []})
+        env = report.details["environments"].setdefault(k, {**v, "tasks": []})
         if result["task"] not in env["tasks"]:
             env["tasks"].append(result["task"])
     for k, v in (result.get("stages") or {}).items():
@@ -190,7 +153,7 @@ def _record(report: CodeBuildReport, result: dict) -> None:
     if result["status"] == "kept":
         report.kept += 1
         report.packs.append(result["pack"])
-        report.tasks[result["task"]] = result["summary"]
+        report.details["tasks"][result["task"]] = result["summary"]
     else:
         report.rejections.append({"task": result["task"], "stage": result["stage"], "reason": result["reason"],
                                   "details": result.get("details", {})})
@@ -263,7 +226,7 @@ def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gat
 
     t0 = time.perf_counter()
     args = pack.tasks[0].verifier.args
-    v = validate(cand.instance_id, backend=backend, image=image, git_dir=pack.env_dir / "repo.git",
+    v = validate_instance(cand.instance_id, backend=backend, image=image, git_dir=pack.env_dir / "repo.git",
                  base=args["base"], framework=recipe.framework, files=test_files, python=recipe.python,
                  pythonpath=recipe.pythonpath, gold=cand.gold_patch, test=cand.test_patch, runs=runs,
                  timeout_s=test_timeout_s, memory_mb=pack.manifest.limits.memory_mb, client=client)

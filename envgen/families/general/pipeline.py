@@ -43,7 +43,8 @@ from . import static_checks
 from ...llm.client import LLMClient, LLMConfig, LLMPool, TranscriptFile, Usage
 from ...llm.agent import Agent, FunctionTools, SandboxTools, ToolOutput, Tools, Toolset
 from ...llm.roles import AgentSpec, load_spec
-from ...build.offline import BuildReport, check_out, not_applicable, reason_key, record_and_gate, record_expectation
+from ...build.offline import check_out, not_applicable, record_and_gate, record_expectation
+from ...build.report import BuildReport, reason_key
 from ...episodes.episode import replay
 from ...errors import EnvgenError, InputError, LLMError, SandboxError, SynthesisError
 from ...build.sdk import db_changes
@@ -83,28 +84,6 @@ PROBES_EXPLAINED = {
 }
 
 Progress = Callable[[int], Any]
-
-
-@dataclass
-class SynthReport(BuildReport):
-    """A BuildReport (same summary keys as the offline build) plus the LLM pipeline's own counts."""
-
-    validated: int = 0
-    """Levels that passed every check during synthesis (kept = those that also passed the final gate)."""
-    submissions: int = 0
-    failures_by_reason: dict[str, int] = field(default_factory=dict)
-    """Every failed check of every submission (repairs included), by reason."""
-    levels: list[dict[str, Any]] = field(default_factory=list)
-    llm: dict[str, Any] = field(default_factory=dict)
-    """``session``: this process's usage (paid and replayed calls); ``spent``: paid calls of the whole run."""
-    run_id: str = ""
-    store: str = ""
-    transcripts: str = ""
-
-    def summary(self) -> dict[str, Any]:
-        out = super().summary()
-        out["llm"] = {k: dict(v) for k, v in self.llm.items()}
-        return out
 
 
 def slugify(text: str) -> str:
@@ -642,7 +621,7 @@ class _Synth:
 
     # -- the run
 
-    def run(self) -> SynthReport:
+    def run(self) -> BuildReport:
         check_out(self.out)
         started = time.perf_counter()
         self.store.open_run(self.run_id, "synth-general", {
@@ -846,7 +825,7 @@ class _Synth:
 
     # -- the pack
 
-    def _assemble(self, started: float) -> SynthReport:
+    def _assemble(self, started: float) -> BuildReport:
         levels, rejected, validated = [], [], []
         for key in self.plan[2:-1]:
             st = self.store.stage(self.run_id, key)
@@ -907,16 +886,16 @@ class _Synth:
                                          "validated": len(validated), "kept": len(kept),
                                          "rejected_by_reason": dict(by_reason), "llm": spent, "sandbox": self.backend}
         save(final, self.out, env_from=staged.env_dir, hidden_from=build / "hidden-kept")
-        return SynthReport(
-            pack=self.out.resolve(), name=manifest.name, family="general", category=self.slug, seed=self.seed,
-            proposed=final.manifest.stats["build"]["proposed"], kept=len(kept),
+        return BuildReport(
+            family="general", out=self.out.resolve(), packs=["."], name=manifest.name, category=self.slug,
+            seed=self.seed, proposed=final.manifest.stats["build"]["proposed"], kept=len(kept),
             rejected_by_reason=dict(by_reason.most_common()), rejections=rejected,
-            difficulty={str(k): hist[k] for k in sorted(hist)}, seconds=0.0, workers=self.workers, sandbox=self.backend,
-            not_applicable=not_applicable(results), validated=len(validated),
-            submissions=sum(lv["submissions"] or 0 for lv in levels),
-            failures_by_reason=dict(failures.most_common()), levels=levels,
-            llm={"session": self.usage.to_dict(), "spent": spent}, run_id=self.run_id, store=_safe_url(self.store.url),
-            transcripts=str(self.transcripts))
+            difficulty={str(k): hist[k] for k in sorted(hist)}, workers=self.workers, sandbox=self.backend,
+            not_applicable=not_applicable(results),
+            details={"validated": len(validated), "submissions": sum(lv["submissions"] or 0 for lv in levels),
+                     "failures_by_reason": dict(failures.most_common()), "levels": levels,
+                     "llm": {"session": self.usage.to_dict(), "spent": dict(spent)}, "run_id": self.run_id,
+                     "store": _safe_url(self.store.url), "transcripts": str(self.transcripts)})
 
     def _schemas(self, build: Path) -> list[dict[str, Any]]:
         """The final env's tool schemas, derived by the runtime inside a sandbox (the code never runs on the host)."""
@@ -972,7 +951,7 @@ def synthesize(category: str, out: str | Path, *, llm: LLMConfig | list[LLMConfi
                store_url: str | None = None, sandbox: str = "local", max_levels: int = 3, chains: int = 1,
                seed: int = 0, search: str | SearchBackend = "none", review: bool = True, workers: int = 2,
                work_dir: str | Path | None = None, agents_dir: str | Path | None = None,
-               progress: Progress | None = None) -> SynthReport:
+               progress: Progress | None = None) -> BuildReport:
     """Build a pack for ``category`` with LLM agents (DeepSeek-V3.2's general-agent synthesis), resumably.
 
     ``chains`` independent tasks are proposed, each raised up to ``max_levels`` levels of difficulty.

@@ -32,7 +32,6 @@ import shutil
 import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
@@ -42,7 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ...llm.client import LLMClient, LLMConfig, LLMPool, TranscriptFile, Usage
 from ...llm.agent import Agent, FunctionTools, ToolOutput, Tools
 from ...llm.roles import AgentSpec, load_spec
-from ...build.offline import BuildReport, Progress, check_out, build_generated
+from ...build.offline import Progress, build_generated, check_out
+from ...build.report import BuildReport, count_reasons
 from ...retrieval.corpus import Doc, Entity, build_index, index_corpus, mine_entities, open_index, sample_entities
 from ...errors import EnvgenError, InputError, LLMError, SearchSynthesisError
 from ...build.sdk import Generated, load_module
@@ -296,20 +296,6 @@ class RubricBox:
 # ----------------------------------------------------------------------------- the pipeline
 
 
-@dataclass
-class SearchSynthReport(BuildReport):
-    """A BuildReport (the gate's view) plus what the agents did: constructed, verified, dropped and why."""
-
-    entities: int = 0
-    constructed: int = 0
-    verified: int = 0
-    dropped_by_reason: dict[str, int] = field(default_factory=dict)
-    llm: dict[str, Any] = field(default_factory=dict)
-    search: dict[str, Any] = field(default_factory=dict)
-    run_id: str = ""
-    transcripts: str = ""
-
-
 class _SearchSynth:
     def __init__(self, out: Path, *, llm: LLMConfig | list[LLMConfig] | LLMPool, corpus: Any, index: Path | None,
                  questions: int, seed: int, search: str | PageBackend, config: SearchSynthConfig, store_url: str | None,
@@ -543,7 +529,7 @@ class _SearchSynth:
 
     # -- the run
 
-    def run(self) -> SearchSynthReport:
+    def run(self) -> BuildReport:
         check_out(self.out)
         started = time.perf_counter()
         self.store.open_run(self.run_id, "synth-search", {
@@ -589,7 +575,7 @@ class _SearchSynth:
                                            f"questions, paid LLM calls and search answers are kept in "
                                            f"{self.store.url}") from None
 
-    def _assemble(self, ents: list[Entity], started: float, stages: dict[str, float]) -> SearchSynthReport:
+    def _assemble(self, ents: list[Entity], started: float, stages: dict[str, float]) -> BuildReport:
         cands = {c.key: c for c in self.store.candidates(self.run_id)}
         tasks, dropped = [], []
         constructed = verified = 0
@@ -605,9 +591,7 @@ class _SearchSynth:
                 tasks.append(Task.model_validate(c.data["task"]))
             else:
                 dropped.append(_reason(c.reason or "unknown"))
-        by_reason: dict[str, int] = {}
-        for r in dropped:
-            by_reason[r] = by_reason.get(r, 0) + 1
+        by_reason = count_reasons(dropped)
         build = self.work / "final"
         shutil.rmtree(build, ignore_errors=True)
         (build / "env" / "state").mkdir(parents=True)
@@ -636,13 +620,12 @@ class _SearchSynth:
         report = build_generated(gen, self.out, seed=self.seed, workers=self.workers, sandbox=self.sandbox,
                                  progress=None, stages=stages, started=started)
         spent = self.store.llm_spend(self.run_id)
-        out = SearchSynthReport(**{k: getattr(report, k) for k in BuildReport.__dataclass_fields__},
-                                entities=len(ents), constructed=constructed, verified=verified,
-                                dropped_by_reason=dict(sorted(by_reason.items(), key=lambda kv: -kv[1])),
-                                llm={"session": self.usage.to_dict(), "spent": spent},
-                                search={"backend": self.search_kind, "cache_hits": self.backend.hits,
-                                        "cache_misses": self.backend.misses},
-                                run_id=self.run_id, transcripts=str(self.transcripts))
+        report.details.update(
+            entities=len(ents), constructed=constructed, verified=verified,
+            dropped_by_reason=by_reason, llm={"session": self.usage.to_dict(), "spent": spent},
+            search={"backend": self.search_kind, "cache_hits": self.backend.hits, "cache_misses": self.backend.misses},
+            run_id=self.run_id, transcripts=str(self.transcripts))
+        out = report
         self.store.finish_run(self.run_id, "done", out.summary())
         return out
 
@@ -666,7 +649,7 @@ def synthesize_search(out: str | Path, *, llm: LLMConfig | list[LLMConfig] | LLM
                       config: SearchSynthConfig | str | Path | None = None, store_url: str | None = None,
                       workers: int = 2, sandbox: str = "local", work_dir: str | Path | None = None,
                       agents_dir: str | Path | None = None, progress: Progress | None = None,
-                      name: str | None = None) -> SearchSynthReport:
+                      name: str | None = None) -> BuildReport:
     """Build a search pack with LLM agents from ``questions`` long-tail entities of a corpus, resumably.
 
     ``corpus`` (anything ``envgen.retrieval.corpus.read_docs`` reads) is indexed once under ``work_dir``; or pass a
