@@ -22,8 +22,8 @@ except ImportError:  # tests/ is not a package: pytest puts it on sys.path
     from code_repo import make_calc_repo
 
 
-def envgen(*args: str, cwd=None, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "200"}
+def envgen(*args: str, cwd=None, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "200", **(env or {})}
     p = subprocess.run([sys.executable, "-m", "envgen", *args], capture_output=True, text=True, cwd=cwd, env=env,
                        timeout=600)
     if check:
@@ -41,11 +41,12 @@ def travel(tmp_path_factory):
 
 
 def command_paths(group=None, prefix=()) -> list[tuple[str, ...]]:
-    """Every runnable command of the CLI, e.g. ("build",), ("image", "base")."""
+    """Every runnable command of the CLI, e.g. ("build", "general"), ("image", "base"); lazy groups included."""
     group = group or typer.main.get_command(app)
     paths = []
-    for name, cmd in sorted(group.commands.items()):
-        paths += command_paths(cmd, (*prefix, name)) if hasattr(cmd, "commands") else [(*prefix, name)]
+    for name in sorted(group.list_commands(None)):
+        cmd = group.get_command(None, name)
+        paths += command_paths(cmd, (*prefix, name)) if hasattr(cmd, "list_commands") else [(*prefix, name)]
     return paths
 
 
@@ -55,7 +56,8 @@ def test_version_comes_from_package_metadata():
 
 def test_every_command_takes_json():
     paths = command_paths()
-    assert {("export", "swebench"), ("image", "base"), ("image", "build"), ("sandbox", "gc"), ("ls",)} <= set(paths)
+    assert {("export", "swebench"), ("image", "base"), ("image", "build"), ("sandbox", "gc"), ("ls",),
+            ("build", "general"), ("build", "search"), ("build", "code")} <= set(paths)
     with ThreadPoolExecutor(8) as pool:
         helps = dict(zip(paths, pool.map(lambda c: envgen(*c, "--help").stdout, paths)))
     assert [" ".join(c) for c, text in helps.items() if "--json" not in text] == []
@@ -85,9 +87,48 @@ def test_check_writes_stats_kept_pack_and_histogram(travel, tmp_path):
     assert json.loads(envgen("validate", str(tmp_path / "kept"), "--json").stdout)["passed"] == 20
 
 
-def test_families_lists_offline_categories():
-    cats = {(c["family"], c["category"]) for c in json.loads(envgen("families", "--json").stdout)}
+def test_families_lists_families_categories_and_options():
+    fams = {f["family"]: f for f in json.loads(envgen("families", "--json").stdout)}
+    assert set(fams) >= {"general", "search", "code"}
+    cats = {(name, c["category"]) for name, f in fams.items() for c in f["categories"]}
     assert {("general", "travel-planning"), ("general", "library-catalog"), ("search", "geo-multihop")} <= cats
+    code = {o["name"]: o for o in fams["code"]["options"]}
+    assert code["source"]["flags"] == ["--from"] and code["runs"]["default"] == 3 and code["out"]["required"]
+    assert all(o["description"] for f in fams.values() for o in f["options"])  # every option is documented
+
+
+def test_another_distribution_adds_a_family(tmp_path):
+    """A Family exposed through the ``envgen.families`` entry-point group becomes `envgen build NAME`, its options
+    model's fields become flags, and bad values are one-line input errors: no CLI edit."""
+    site = tmp_path / "site"
+    (site / "echo_family").mkdir(parents=True)
+    (site / "echo_family" / "__init__.py").write_text(
+        '"""Echo: writes an empty folder (a test family)."""\n'
+        "from pydantic import Field\n"
+        "from envgen.build.family import BuildOptions, Family\n"
+        "from envgen.build.report import BuildReport\n"
+        "class Options(BuildOptions):\n"
+        "    words: int = Field(2, ge=1, description='How many words.')\n"
+        "class Echo(Family):\n"
+        "    name = 'echo'\n"
+        "    Options = Options\n"
+        "    def build(self, options, *, progress=None, log=None):\n"
+        "        options.out.mkdir(parents=True)\n"
+        "        return BuildReport(family=self.name, out=options.out, proposed=options.words, kept=options.words)\n"
+        "FAMILY = Echo()\n")
+    dist = site / "echo_family-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-family\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[envgen.families]\necho = echo_family:FAMILY\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    assert "echo" in envgen("build", "--help", env=env).stdout
+    assert "How many words." in envgen("build", "echo", "--help", env=env).stdout
+    r = json.loads(envgen("build", "echo", "--words", "5", "--out", str(tmp_path / "o"), "--json", env=env).stdout)
+    assert r["family"] == "echo" and r["kept"] == 5 and (tmp_path / "o").is_dir()
+    p = envgen("build", "echo", "--words", "0", "--out", str(tmp_path / "p"), check=False, env=env)
+    assert p.returncode == 2 and p.stderr.strip() == (
+        "error: envgen build echo: --words: Input should be greater than or equal to 1")
+    assert "echo" not in envgen("build", "--help").stdout  # without the distribution, no such family
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -187,20 +228,20 @@ def test_json_output_is_the_only_thing_on_stdout(tmp_path):
     script = tmp_path / "noisy.py"
     script.write_text(
         "import os, sys\n"
-        "import envgen.build.sdk as fam\n"
+        "import envgen.build.family as fam\n"
         "from envgen import cli\n"
-        "real = fam.categories\n"
-        "def noisy():\n"
+        "real = fam.Family.categories\n"
+        "def noisy(self):\n"
         "    print('library noise')\n"
         "    os.system('echo child noise')\n"
-        "    return real()\n"
-        "fam.categories = noisy\n"
+        "    return real(self)\n"
+        "fam.Family.categories = noisy\n"
         "sys.argv = ['envgen', *sys.argv[1:]]\n"
         "cli.main()\n")
     p = subprocess.run([sys.executable, str(script), "families", "--json"], capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0, p.stderr
-    assert {c["family"] for c in json.loads(p.stdout)} >= {"general", "search"}
+    assert {f["family"] for f in json.loads(p.stdout)} >= {"general", "search"}
     assert "library noise" in p.stderr and "child noise" in p.stderr
     p = subprocess.run([sys.executable, str(script), "families"], capture_output=True, text=True, timeout=120)
     assert "library noise" in p.stdout and "travel-planning" in p.stdout
