@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 
+import pytest
 
 from envgen.pack import format as packmod
 from envgen.passcheck.rules import AtLeastOnce, rollout_seed
@@ -129,3 +130,22 @@ def test_envgen_cache_moves_the_store_work_dirs_and_caches(tmp_path, monkeypatch
     out, err, rc = envgen("check", str(pack.root), "--policy", "oracle", "--k", "1", "--json", env=env)
     assert rc == 0, err
     assert (cache / "state.sqlite").is_file() and len(rows(str(cache / "state.sqlite"))) == 3
+
+
+@pytest.mark.docker
+def test_docker_rollouts_are_keyed_by_the_engines_image_id(docker_tiny_pack, tmp_path):
+    """A Docker check records the image it ran in (recipe tag @ engine image id) and resumes only on that image."""
+    from envgen.sandbox.engine import engine
+
+    store = str(tmp_path / "s.sqlite")
+    args = ("check", str(docker_tiny_pack.root), "--policy", "null", "--k", "2", "--sandbox", "docker",
+            "--store", store, "--json")
+    out, err, rc = envgen(*args)
+    assert rc == 0, err
+    con = sqlite3.connect(store)
+    images = {r[0] for r in con.execute("SELECT image FROM check_rollouts")}
+    con.close()
+    tag = docker_tiny_pack.manifest.image.tag
+    assert images == {f"{tag}@{engine().images.get(tag).id}"}
+    again = json.loads(envgen(*args)[0])
+    assert again["rollouts_this_run"] == 0 and again["resumed_rollouts"] == json.loads(out)["rollouts_this_run"]

@@ -96,10 +96,10 @@ def _split(line: str) -> tuple[tuple[str, ...], set[str]]:
     """`envgen image base [--suite S]` -> (("image", "base"), {"--suite"}), resolving subcommands on the real CLI."""
     words = line.split()[1:]
     group, path = typer.main.get_command(app), []
-    while hasattr(group, "commands") and words and words[0] in group.commands:
-        group = group.commands[words[0]]
+    while hasattr(group, "list_commands") and words and words[0] in group.list_commands(None):
+        group = group.get_command(None, words[0])
         path.append(words.pop(0))
-    assert path and not hasattr(group, "commands"), f"README command {line!r}: no such envgen command"
+    assert path and not hasattr(group, "list_commands"), f"README command {line!r}: no such envgen command"
     return tuple(path), set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", " ".join(words)))
 
 

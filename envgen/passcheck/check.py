@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from ..pack import format as packmod
 from ..sandbox.engine import docker_available
-from ..errors import EnvgenError, InputError
-from ..sandbox.images import pack_image_tag
+from ..errors import InputError
+from ..sandbox.images import ensure_pack_image, stderr_log
 from .ledger import RolloutLedger
 from .executors import PASS_THRESHOLD, make_executor
 from .rules import (Outcome, Rule, Scheduler, parse_rule, pass_at_k, rule_name, run_check)
@@ -58,20 +58,19 @@ class CheckReport:
 
 
 def rollout_backend(pack: packmod.Pack, sandbox: str) -> tuple[str, str]:
-    """The backend rollouts really run in (``auto`` resolved) and, for Docker, the image's recipe digest.
+    """The backend rollouts really run in (``auto`` resolved) and, for Docker, the image they run in.
 
-    The digest is the pack image's tag, recomputed from env/, the runtime and the base recipe (no engine
-    needed), so a rebuilt or changed image never shares recorded rollouts with another.
+    For Docker the image is built if needed and named by its recipe tag (from env/, the runtime, the kit
+    and the base recipe) plus the engine's image id, so a rebuilt or changed image never shares recorded
+    rollouts with another.
     """
     backend = sandbox
     if sandbox == "auto":
         backend = "docker" if docker_available() else "local"
     if backend != "docker":
         return backend, ""
-    try:
-        return backend, pack_image_tag(pack)
-    except EnvgenError:
-        return backend, pack.manifest.image.digest or pack.manifest.image.tag or ""
+    tag, image_id = ensure_pack_image(pack, log=stderr_log)
+    return backend, f"{tag}@{image_id}"
 
 
 def with_check_stats(task: packmod.Task, policy: str, stats: dict[str, Any]) -> packmod.Task:

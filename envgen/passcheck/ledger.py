@@ -40,7 +40,7 @@ class Rollout(Base):
     sandbox: Mapped[str] = mapped_column(String(32))
     """The sandbox backend the rollout ran in: local or docker (auto is resolved before)."""
     image: Mapped[str] = mapped_column(String(200), default="")
-    """Docker: the pack image's recipe digest; empty for the local backend."""
+    """Docker: the pack image as ``TAG@IMAGE_ID`` (recipe tag and the engine's id); empty for the local backend."""
     seed: Mapped[int] = mapped_column(Integer)
     task_id: Mapped[str] = mapped_column(String(200))
     idx: Mapped[int] = mapped_column(Integer)
