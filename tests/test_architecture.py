@@ -143,6 +143,55 @@ def test_the_package_has_no_import_cycles():
     assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
+# The layers of envgen, bottom first: a module may import its own layer and the ones below, never above.
+LAYERS = [
+    {"errors", "paths", "store"},  # the error hierarchy, bundled-file and cache paths, the state store
+    {"pack"},  # format, content hash, Hub, opening a path or hf:// id
+    {"sandbox"},  # local and Docker backends, engine, images, warm pool
+    {"llm"},  # client with thinking retention, agents, roles, the rubric judge
+    {"episodes"},  # one episode, action parsing, the Gymnasium env
+    {"policies"},  # oracle, null, OpenAI-compatible endpoints, local transformers
+    {"passcheck"},  # keep rules, executors, envgen check / eval, the rollout ledger
+    {"build"},  # the Family interface, generator SDK, red-team gate, offline build, LLM-pipeline runner
+    {"retrieval"},  # search backends and corpora for the generator agents
+    {"families"},  # general, search, code (host side)
+    {"rl"},  # TRL adapter and trainer
+    {"cli", "__main__"},
+]
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of an envgen module (-1 for the package itself)."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return -1
+    found = [i for i, names in enumerate(LAYERS) if parts[1] in names]
+    assert found, f"{module}: its top-level name {parts[1]!r} is in no layer; add it to LAYERS"
+    return found[0]
+
+
+def test_imports_only_point_down():
+    graph, _ = import_graph()
+    up = [f"{a} -> {b}" for a, targets in graph.items() for b in targets if layer_of(b) > layer_of(a)]
+    assert not up, "imports that point up a layer:\n" + "\n".join(sorted(up))
+    across = [f"{a} -> {b}" for a, targets in graph.items() for b in targets
+              if a.startswith("envgen.families.") and b.startswith("envgen.families.") and a.split(".")[2] != b.split(".")[2]]
+    assert not across, "a family imports another family:\n" + "\n".join(sorted(across))
+
+
+def test_the_layer_check_catches_an_upward_import(tmp_path):
+    pkg = tmp_path / "envgen"
+    (pkg / "pack").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "pack" / "__init__.py").write_text("from ..episodes import gym\n")
+    (pkg / "episodes").mkdir()
+    (pkg / "episodes" / "__init__.py").write_text("")
+    (pkg / "episodes" / "gym.py").write_text("")
+    graph, _ = import_graph(tmp_path)
+    assert {(a, b) for a, ts in graph.items() for b in ts if layer_of(b) > layer_of(a)} == {
+        ("envgen.pack", "envgen.episodes"), ("envgen.pack", "envgen.episodes.gym")}
+
+
 # Optional heavy dependencies: an envgen module that imports one at its top may be imported inside a function.
 HEAVY = {"torch", "trl", "transformers", "ray"}
 # Modules whose function-level envgen imports are allowed, and why.

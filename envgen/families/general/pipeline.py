@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterator
 
 from pydantic import ValidationError
 
-from . import static_checks
+from .static_checks import changed_definitions, check_solution, check_tools_source, check_verification
 from ...llm.client import LLMClient, LLMConfig, LLMPool, TranscriptFile, Usage
 from ...llm.agent import Agent, FunctionTools, SandboxTools, ToolOutput, Tools, Toolset
 from ...llm.roles import AgentSpec, load_spec
@@ -254,12 +254,12 @@ class EnvCheck:
         if src_bytes is None:
             return CheckResult(False, "FAILED:\n- env/tools.py is missing; write the tools there", sha)
         src = src_bytes.decode("utf-8", errors="replace")
-        problems = static_checks.check_tools_source(src)
+        problems = check_tools_source(src)
         info = self.synth.inspect(self.ws)
         if info.get("db_error"):
             problems.append(info["db_error"])
         if self.base is not None:
-            for name in static_checks.changed_definitions(self.base.tools_source, src):
+            for name in changed_definitions(self.base.tools_source, src):
                 problems.append(f"{name} was changed or removed; existing tools must stay exactly as they were "
                                 "(earlier tasks depend on them): add new functions instead")
             before = (self.base.db or {}).get("tables", {})
@@ -410,7 +410,7 @@ class Level:
             state = EnvState(self.base.workspace, res.env_sha, res.schemas, list(self.env.examples),
                              res.tools_source, res.db)
         names = [s["function"]["name"] for s in state.schemas]
-        problems = static_checks.check_solution(solution, names) + static_checks.check_verification(verification)
+        problems = check_solution(solution, names) + check_verification(verification)
         if problems:
             return self._fail("code", "the code does not pass envgen's checks:\n" + "\n".join(f"- {p}" for p in problems),
                               n)
