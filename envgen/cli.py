@@ -26,6 +26,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 from rich.table import Table
 
 from .errors import EnvgenError, InputError
+from .passcheck.config import CheckConfig, EvalConfig
 
 app = typer.Typer(help="Build, check and run verifiable tool-using RL environments.", no_args_is_help=True,
                   pretty_exceptions_enable=False, add_completion=False)
@@ -251,32 +252,33 @@ def validate(
 
 PolicyHelp = ("oracle, null, openai:MODEL[?base_url=..&temperature=..&top_p=..&top_k=..&max_tokens=..&concurrency=..] "
               "or hf:PATH[?...]")
-ExecutorOpt = typer.Option("local", "--executor", envvar="ENVGEN_EXECUTOR",
-                           help="local (thread pool, one sandbox per worker) or ray (Ray actors; --ray-address joins a cluster).")
-StoreOpt = typer.Option(None, "--store", envvar="ENVGEN_STORE",
-                        help="State store URL (SQLAlchemy); default state.sqlite in ENVGEN_CACHE (~/.cache/envgen).")
 JudgeOpt = typer.Option(None, "--judge", envvar="ENVGEN_JUDGE",
                         help="Grade rubric tasks with an LLM judge: MODEL[?base_url=URL&votes=K].")
+
+
+def _opt(model: Any, name: str, *flags: str, **kw: Any) -> Any:
+    """A typer option for a config field: its default and help come from where the field is defined."""
+    f = model.model_fields[name]
+    return typer.Option(f.default, *(flags or ("--" + name.replace("_", "-"),)), help=f.description, **kw)
 
 
 @app.command()
 def check(
     pack: str = typer.Argument(..., help="Pack directory or hf://ORG/NAME."),
     policy: str = typer.Option(..., "--policy", "-p", help=PolicyHelp),
-    k: int = typer.Option(100, "--k", min=1, help="Rollouts per task at most."),
-    keep: str = typer.Option("at-least-once", "--keep", help="at-least-once, or band:LO,HI on the pass rate."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the kept tasks, with their stats, as a "
-                                           "new pack here."),
-    write_stats: bool = typer.Option(False, "--write-stats", help="Also write the per-task stats into PACK itself "
-                                     "(stats.check.POLICY); by default PACK is left as it is."),
+    k: int = _opt(CheckConfig, "k", "--k"),
+    keep: str = _opt(CheckConfig, "keep"),
+    out_dir: Optional[Path] = _opt(CheckConfig, "out", "--out", "-o"),
+    write_stats: bool = _opt(CheckConfig, "write_stats"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Pass-rate histogram PNG (default: PACK-passrates.png)."),
-    workers: int = typer.Option(8, "--workers", "-w", envvar="ENVGEN_WORKERS", min=1, help="Concurrent rollouts."),
-    executor: str = ExecutorOpt,
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", envvar="RAY_ADDRESS"),
-    sandbox: str = SandboxOpt,
-    seed: int = typer.Option(0, "--seed", help="Base seed of the rollouts (rollout i of a task always reuses its seed)."),
-    store: Optional[str] = StoreOpt,
-    judge: Optional[str] = JudgeOpt,
+    workers: int = _opt(CheckConfig, "workers", "--workers", "-w", envvar="ENVGEN_WORKERS"),
+    executor: str = _opt(CheckConfig, "executor", envvar="ENVGEN_EXECUTOR"),
+    ray_address: Optional[str] = _opt(CheckConfig, "ray_address", envvar="RAY_ADDRESS"),
+    sandbox: str = _opt(CheckConfig, "sandbox", envvar="ENVGEN_SANDBOX"),
+    seed: int = _opt(CheckConfig, "seed"),
+    store: Optional[str] = _opt(CheckConfig, "store_url", "--store", envvar="ENVGEN_STORE"),
+    pass_threshold: float = _opt(CheckConfig, "pass_threshold"),
+    judge: Optional[str] = _opt(CheckConfig, "judge", envvar="ENVGEN_JUDGE"),
     allow_modified: bool = AllowModifiedOpt,
     as_json: bool = JsonOpt,
 ):
@@ -288,13 +290,14 @@ def check(
     from .passcheck.check import check as run_check_cmd
     from .pack.resolve import open_pack
 
+    config = CheckConfig.of(None, dict(k=k, keep=keep, out=out_dir, write_stats=write_stats, workers=workers,
+                                       executor=executor, ray_address=ray_address, sandbox=sandbox, seed=seed,
+                                       store_url=store, pass_threshold=pass_threshold, judge=judge))
     p = open_pack(pack, allow_modified=allow_modified, log=_say)
-    plot = plot or p.root.parent / f"{p.root.name}-passrates.png"
+    config.plot = plot or p.root.parent / f"{p.root.name}-passrates.png"
     with _progress(f"check {p.manifest.name}: rollouts (at most tasks x k; stops early)", total=len(p.tasks) * k,
                    enabled=not as_json) as advance:
-        report = run_check_cmd(str(p.root), policy, k=k, keep=keep, out=out_dir, workers=workers, executor=executor,
-                               sandbox=sandbox, seed=seed, store_url=store, plot=plot, ray_address=ray_address,
-                               judge=judge, write_stats=write_stats, progress=advance)
+        report = run_check_cmd(str(p.root), policy, config, progress=advance)
     summary = report.summary()
     if as_json:
         summary["tasks_stats"] = report.stats
@@ -316,15 +319,16 @@ def check(
 def eval_(
     pack: str = typer.Argument(..., help="Pack directory or hf://ORG/NAME."),
     policy: List[str] = typer.Option(..., "--policy", "-p", help=PolicyHelp + " (repeat for several)."),
-    sample: int = typer.Option(50, "--sample", min=1, help="Tasks in the seeded sample."),
-    k: int = typer.Option(4, "--k", min=1, help="Rollouts per task; pass@1..k are reported."),
-    workers: int = typer.Option(8, "--workers", "-w", envvar="ENVGEN_WORKERS", min=1),
-    executor: str = ExecutorOpt,
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", envvar="RAY_ADDRESS"),
-    sandbox: str = SandboxOpt,
-    seed: int = typer.Option(0, "--seed"),
-    store: Optional[str] = StoreOpt,
-    judge: Optional[str] = JudgeOpt,
+    sample: int = _opt(EvalConfig, "sample"),
+    k: int = _opt(EvalConfig, "k", "--k"),
+    workers: int = _opt(EvalConfig, "workers", "--workers", "-w", envvar="ENVGEN_WORKERS"),
+    executor: str = _opt(EvalConfig, "executor", envvar="ENVGEN_EXECUTOR"),
+    ray_address: Optional[str] = _opt(EvalConfig, "ray_address", envvar="RAY_ADDRESS"),
+    sandbox: str = _opt(EvalConfig, "sandbox", envvar="ENVGEN_SANDBOX"),
+    seed: int = _opt(EvalConfig, "seed"),
+    store: Optional[str] = _opt(EvalConfig, "store_url", "--store", envvar="ENVGEN_STORE"),
+    pass_threshold: float = _opt(EvalConfig, "pass_threshold"),
+    judge: Optional[str] = _opt(EvalConfig, "judge", envvar="ENVGEN_JUDGE"),
     allow_modified: bool = AllowModifiedOpt,
     as_json: bool = JsonOpt,
 ):
@@ -332,11 +336,12 @@ def eval_(
     from .passcheck.check import evaluate
     from .pack.resolve import open_pack
 
-    total = len(policy) * min(sample, len(open_pack(pack).tasks)) * k
+    config = EvalConfig.of(None, dict(sample=sample, k=k, workers=workers, executor=executor, ray_address=ray_address,
+                                      sandbox=sandbox, seed=seed, store_url=store, pass_threshold=pass_threshold,
+                                      judge=judge, allow_modified=allow_modified))
+    total = len(policy) * min(sample, len(open_pack(pack, allow_modified=allow_modified, log=_say).tasks)) * k
     with _progress("eval (rollouts)", total=total, enabled=not as_json) as advance:
-        report = evaluate(pack, policy, sample=sample, k=k, seed=seed, workers=workers, executor=executor,
-                          sandbox=sandbox, store_url=store, ray_address=ray_address, judge=judge,
-                          allow_modified=allow_modified, log=_say, progress=advance)
+        report = evaluate(pack, policy, config, log=_say, progress=advance)
     if as_json:
         _emit_json(report.summary())
         return

@@ -185,3 +185,22 @@ def test_eval_pass_at_k(stub, store):
     r = rep.results[policy]
     assert 0.0 < r["pass@1"] <= r["pass@2"] <= r["pass@4"] < 1.0
     assert len(rep.sample) == 6 and rep.sample == sorted(rep.sample)
+
+
+def test_settings_are_documented_config_objects(tiny_pack, tmp_path):
+    """Every setting of check, eval and each family's build is documented where it is defined, and a bad value is
+    one InputError naming the setting (before any rollout)."""
+    from envgen.build.family import families
+    from envgen.errors import InputError
+    from envgen.passcheck.config import CheckConfig, EvalConfig
+
+    models = [CheckConfig, EvalConfig, *(f.Options for f in families().values())]
+    undocumented = [f"{m.__name__}.{n}" for m in models for n, f in m.model_fields.items() if not f.description]
+    assert undocumented == [] and len(models) >= 5
+    with pytest.raises(InputError, match=r"CheckConfig: k: Input should be greater than or equal to 1"):
+        check(str(tiny_pack.root), "null", k=0, store_url=str(tmp_path / "s.sqlite"))
+    with pytest.raises(InputError, match="CheckConfig: nope: Extra inputs are not permitted"):
+        check(str(tiny_pack.root), "null", nope=1)
+    config = CheckConfig(k=2, workers=2, store_url=str(tmp_path / "s.sqlite"))
+    r = check(str(tiny_pack.root), "null", config, k=3)  # keywords override the config's fields
+    assert r.rollouts_spent == 3 * len(tiny_pack.tasks) and config.k == 2

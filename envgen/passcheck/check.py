@@ -19,7 +19,8 @@ from ..sandbox.engine import docker_available
 from ..errors import InputError
 from ..sandbox.images import ensure_pack_image, stderr_log
 from .ledger import RolloutLedger
-from .executors import PASS_THRESHOLD, make_executor
+from .config import CheckConfig, EvalConfig
+from .executors import make_executor
 from .rules import (Outcome, Rule, Scheduler, parse_rule, pass_at_k, rule_name, run_check)
 from ..pack.resolve import open_pack
 
@@ -80,33 +81,32 @@ def with_check_stats(task: packmod.Task, policy: str, stats: dict[str, Any]) -> 
     return task.model_copy(update={"stats": {**task.stats, "check": {**by_policy, policy: stats}}})
 
 
-def check(pack_ref: str, policy: str, *, k: int = 100, keep: str = "at-least-once", out: Path | None = None,
-          workers: int = 8, executor: str = "local", sandbox: str = "local", seed: int = 0,
-          store_url: str | None = None, plot: Path | None = None, pass_threshold: float = PASS_THRESHOLD,
-          ray_address: str | None = None, judge: str | None = None, write_stats: bool = False,
-          allow_modified: bool = False, log: Callable[[str], None] | None = None,
-          progress: Callable[[int], None] | None = None) -> CheckReport:
-    """Run the pass check; per-task stats (``stats["check"][policy]``) go into the kept pack at `out`, and
-    into the pack itself only with `write_stats`; a histogram goes to `plot`.
+def check(pack_ref: str, policy: str, config: CheckConfig | None = None, *, log: Callable[[str], None] | None = None,
+          progress: Callable[[int], None] | None = None, **settings: Any) -> CheckReport:
+    """Run the pass check with ``config`` (a CheckConfig; keyword ``settings`` override its fields). Per-task
+    stats (``stats["check"][policy]``) go into the kept pack at ``out``, and into the pack itself only with
+    ``write_stats``; a histogram goes to ``plot``.
 
     Rollouts are recorded under the pack's content hash, the policy, the sandbox backend, the image and the
     seed: a rerun with the same key resumes, anything else starts afresh. A pack modified since it was saved
-    is refused unless `allow_modified` (it is then re-hashed, see ``envgen.pack.resolve.open_pack``).
+    is refused unless ``allow_modified`` (it is then re-hashed, see ``envgen.pack.resolve.open_pack``).
     """
+    c = CheckConfig.of(config, settings)
+    k, seed, out, plot = c.k, c.seed, c.out, c.plot
     try:
-        rule = parse_rule(keep, k)
+        rule = parse_rule(c.keep, k)
     except ValueError as e:
         raise InputError(str(e)) from None
-    p = open_pack(pack_ref, allow_modified=allow_modified, log=log)
-    backend, image = rollout_backend(p, sandbox)
-    ledger = RolloutLedger(store_url, pack_version=p.manifest.version, policy=policy, seed=seed, sandbox=backend,
+    p = open_pack(pack_ref, allow_modified=c.allow_modified, log=log)
+    backend, image = rollout_backend(p, c.sandbox)
+    ledger = RolloutLedger(c.store_url, pack_version=p.manifest.version, policy=policy, seed=seed, sandbox=backend,
                            image=image)
     done = [o for o in ledger.load() if o.error is None]
-    sched = Scheduler([t.id for t in p.tasks], rule, workers, done=done)
+    sched = Scheduler([t.id for t in p.tasks], rule, c.workers, done=done)
     spent = 0
     t0 = time.perf_counter()
-    ex = make_executor(executor, str(p.root), policy, sandbox=backend, seed=seed, workers=workers,
-                       pass_threshold=pass_threshold, ray_address=ray_address, judge=judge)
+    ex = make_executor(c.executor, str(p.root), policy, sandbox=backend, seed=seed, workers=c.workers,
+                       pass_threshold=c.pass_threshold, ray_address=c.ray_address, judge=c.judge)
 
     def on_outcome(o: Outcome) -> None:
         nonlocal spent
@@ -122,11 +122,11 @@ def check(pack_ref: str, policy: str, *, k: int = 100, keep: str = "at-least-onc
     stats = {tid: {**st.stats(rule), "sandbox": backend, **({"image": image} if image else {})}
              for tid, st in sched.tasks.items()}
     checked = p.with_tasks(with_check_stats(t, policy, stats[t.id]) for t in p.tasks)
-    if write_stats:
+    if c.write_stats:
         checked = packmod.save(checked, p.root)
     kept_pack = packmod.save(checked.with_tasks([t for t in checked.tasks if stats[t.id]["kept"]]), out) if out else None
     report = CheckReport(checked, rule, policy, stats, spent, len(done), time.perf_counter() - t0, kept_pack,
-                         sandbox=backend, image=image, stats_written=write_stats)
+                         sandbox=backend, image=image, stats_written=c.write_stats)
     if plot is not None:
         report.plot = histogram(stats, plot, f"{p.manifest.name}: pass rates of {policy} (k={k})")
     return report
@@ -177,23 +177,24 @@ class EvalReport:
         return {"tasks": len(self.sample), "k": self.k, "sample": self.sample, "policies": self.results}
 
 
-def evaluate(pack_ref: str, policies: list[str], *, sample: int = 50, k: int = 4, seed: int = 0, workers: int = 8,
-             executor: str = "local", sandbox: str = "local", store_url: str | None = None,
-             pass_threshold: float = PASS_THRESHOLD, ray_address: str | None = None, judge: str | None = None,
-             allow_modified: bool = False, log: Callable[[str], None] | None = None,
-             progress: Callable[[int], None] | None = None) -> EvalReport:
-    """pass@1..k of each policy on a seeded sample of tasks (the DeepSeek-V3.2 Table-5 check)."""
-    p = open_pack(pack_ref, allow_modified=allow_modified, log=log)
-    backend, image = rollout_backend(p, sandbox)
+def evaluate(pack_ref: str, policies: list[str], config: EvalConfig | None = None, *,
+             log: Callable[[str], None] | None = None, progress: Callable[[int], None] | None = None,
+             **settings: Any) -> EvalReport:
+    """pass@1..k of each policy on a seeded sample of tasks (the DeepSeek-V3.2 Table-5 check), with ``config``
+    (an EvalConfig; keyword ``settings`` override its fields)."""
+    c = EvalConfig.of(config, settings)
+    k, seed = c.k, c.seed
+    p = open_pack(pack_ref, allow_modified=c.allow_modified, log=log)
+    backend, image = rollout_backend(p, c.sandbox)
     ids = sorted(t.id for t in p.tasks)
-    chosen = sorted(random.Random(seed).sample(ids, min(sample, len(ids))))
+    chosen = sorted(random.Random(seed).sample(ids, min(c.sample, len(ids))))
     report = EvalReport(chosen, k)
     for spec in policies:
-        ledger = RolloutLedger(store_url, pack_version=p.manifest.version, policy=spec, seed=seed, sandbox=backend,
+        ledger = RolloutLedger(c.store_url, pack_version=p.manifest.version, policy=spec, seed=seed, sandbox=backend,
                                image=image)
-        sched = Scheduler(chosen, Fixed(k), workers, done=ledger.load())
-        ex = make_executor(executor, str(p.root), spec, sandbox=backend, seed=seed, workers=workers,
-                           pass_threshold=pass_threshold, ray_address=ray_address, judge=judge)
+        sched = Scheduler(chosen, Fixed(k), c.workers, done=ledger.load())
+        ex = make_executor(c.executor, str(p.root), spec, sandbox=backend, seed=seed, workers=c.workers,
+                           pass_threshold=c.pass_threshold, ray_address=c.ray_address, judge=c.judge)
 
         def on_outcome(o: Outcome) -> None:
             ledger.record(o)

@@ -14,9 +14,9 @@ from typing import Any, Callable
 from ..episodes.gym import PackEnv
 from ..errors import EnvgenError, InputError
 from ..policies.builtin import make_policy, rollout
+from .config import PASS_THRESHOLD
 from .rules import Outcome, rollout_seed
 
-PASS_THRESHOLD = 1.0
 
 
 class Worker:
