@@ -86,7 +86,7 @@ class Stage(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
-class Candidate(Base):
+class CandidateRow(Base):
     __tablename__ = "candidates"
     __table_args__ = (UniqueConstraint("run_id", "key"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -289,11 +289,11 @@ class Store:
                 s.add(Artifact(run_id=run_id, key=name, sha256=hashlib.sha256(blob).hexdigest(), size=len(blob),
                                data=blob))
             for c in candidates:
-                old = s.scalar(select(Candidate).where(Candidate.run_id == run_id, Candidate.key == c["key"]))
+                old = s.scalar(select(CandidateRow).where(CandidateRow.run_id == run_id, CandidateRow.key == c["key"]))
                 if old is not None:
                     s.delete(old)
                     s.flush()
-                s.add(Candidate(run_id=run_id, **c))
+                s.add(CandidateRow(run_id=run_id, **c))
             st = s.scalar(select(Stage).where(Stage.run_id == run_id, Stage.key == key))
             if st is None:
                 st = Stage(run_id=run_id, key=key, attempts=1)
@@ -308,12 +308,12 @@ class Store:
 
     # -- candidates, results, errors, agent runs
 
-    def candidates(self, run_id: str, status: str | None = None) -> list[Candidate]:
+    def candidates(self, run_id: str, status: str | None = None) -> list[CandidateRow]:
         with self.session() as s:
-            q = select(Candidate).where(Candidate.run_id == run_id)
+            q = select(CandidateRow).where(CandidateRow.run_id == run_id)
             if status is not None:
-                q = q.where(Candidate.status == status)
-            return list(s.scalars(q.order_by(Candidate.id)))
+                q = q.where(CandidateRow.status == status)
+            return list(s.scalars(q.order_by(CandidateRow.id)))
 
     def add_result(self, run_id: str, stage: str, kind: str, passed: bool, reason: str | None = None,
                    details: dict[str, Any] | None = None) -> None:

@@ -20,7 +20,7 @@ from envgen.build.offline import build, validate_pack
 from envgen.retrieval.corpus import (
     Doc,
     build_index,
-    detect_language,
+    detect_text_language,
     entity_spans,
     heuristic_language,
     html_to_text,
@@ -140,7 +140,7 @@ def test_language_detection_and_html():
     assert heuristic_language("La ville la plus proche dans cette encyclopédie est Kara, et elle est dans le") == "fr"
     assert heuristic_language("Это город в России") == "ru"
     assert heuristic_language("東京は日本の首都です。ひらがな") == "ja"
-    assert detect_language("Según GeoNames tiene 20.430 habitantes y se encuentra en la zona horaria de la") == "es"
+    assert detect_text_language("Según GeoNames tiene 20.430 habitantes y se encuentra en la zona horaria de la") == "es"
     title, text, links = html_to_text("<title>T</title><p>a <b>b</b></p><p>c</p><a href='/x'>x</a>")
     assert (title, text.splitlines(), links) == ("T", ["a b", "c", "x"], ["/x"])
 

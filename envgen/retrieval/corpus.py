@@ -185,7 +185,7 @@ def heuristic_language(text: str) -> str | None:
 _LANGDETECT: Any = None
 
 
-def detect_language(text: str) -> str | None:
+def detect_text_language(text: str) -> str | None:
     """ISO 639-1 code of ``text``: langdetect (seeded, so repeatable) when installed, else the stdlib heuristic."""
     global _LANGDETECT
     if _LANGDETECT is None:
@@ -205,7 +205,7 @@ def detect_language(text: str) -> str | None:
 
 
 def language_detector() -> str:
-    detect_language("")
+    detect_text_language("")
     return "langdetect" if _LANGDETECT else "heuristic"
 
 
@@ -342,7 +342,7 @@ def check_fts5() -> None:
 def build_index(docs: Iterable[Doc], path: str | os.PathLike, *, detect: bool = True) -> IndexStats:
     """Write ``docs`` to a fresh FTS5 index at ``path`` (atomically: a temp file renamed into place).
 
-    Pages without a language get one from ``detect_language`` when ``detect``; duplicate ids are an error
+    Pages without a language get one from ``detect_text_language`` when ``detect``; duplicate ids are an error
     (they would make ``open`` ambiguous), duplicate URLs keep the first page's.
     """
     check_fts5()
@@ -365,7 +365,7 @@ def build_index(docs: Iterable[Doc], path: str | os.PathLike, *, detect: bool = 
             if doc.id in seen:
                 raise InputError(f"corpus: page id {doc.id!r} appears twice; ids must be unique")
             seen.add(doc.id)
-            lang = doc.lang or (detect_language(doc.title + "\n" + doc.text) if detect else None)
+            lang = doc.lang or (detect_text_language(doc.title + "\n" + doc.text) if detect else None)
             url = doc.url if doc.url and doc.url not in urls else None
             if url:
                 urls.add(url)
