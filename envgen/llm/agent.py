@@ -233,6 +233,7 @@ class Agent:
             if not calls:
                 return self._end("answered", msg.get("content") or "", start)
             final: ToolOutput | None = None
+            final_name = ""
             for tc in calls:
                 if final is None:
                     out = self._run_tool(tc)
