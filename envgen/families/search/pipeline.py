@@ -559,7 +559,7 @@ class _SearchSynth(LLMPipeline):
         shutil.rmtree(build, ignore_errors=True)
         (build / "env" / "state").mkdir(parents=True)
         (build / "hidden").mkdir(parents=True)
-        shutil.copyfile(bundled("envs") / "search" / "tools.py", build / "env" / "tools.py")
+        shutil.copyfile(bundled("envs") / "search" / "env" / "tools.py", build / "env" / "tools.py")
         t0 = time.perf_counter()
         if self.search_kind == "local":
             shutil.copyfile(self.index, build / "env" / "state" / "corpus.sqlite")
