@@ -237,14 +237,32 @@ def test_no_envgen_import_hides_inside_a_function():
 # ---------------------------------------------------------------- the sandbox boundary
 
 
-def sandbox_files() -> list[Path]:
-    """Every file that runs inside a sandbox: runtime, tools, env/ and hidden/ trees, workspace, verifiers."""
-    envs = ROOT / "envs"
-    files = set(envs.glob("runtime/*.py")) | set(envs.glob("*/tools.py")) | set(envs.glob("*/*/tools.py"))
-    files |= set(envs.glob("workspace/*.py")) | set(envs.glob("general/*/verify.py"))
-    files |= {p for p in envs.rglob("*.py") if {"env", "hidden"} & set(p.relative_to(envs).parts[:-1])}
-    files |= set((ROOT / "verifiers").rglob("*.py"))
+SANDBOX_DIRS = ("env", "hidden")
+"""Folders of envs/<family>/ and envs/<family>/<category>/ whose files go to a pack's env/ and hidden/."""
+
+
+def sandbox_files(root: Path = ROOT) -> list[Path]:
+    """Every Python file that runs inside a sandbox: the runtime, the workspace tools, every env/ and hidden/
+    folder of a family or a category (tool and verifier code), and the verifier kit."""
+    envs = root / "envs"
+    files = set(envs.glob("runtime/**/*.py")) | set(envs.glob("workspace/**/*.py"))
+    for d in SANDBOX_DIRS:
+        files |= set(envs.glob(f"*/{d}/**/*.py")) | set(envs.glob(f"*/*/{d}/**/*.py"))
+    files |= set((root / "verifiers").rglob("*.py"))
     return sorted(files)
+
+
+def test_envs_hold_only_generators_and_sandbox_files():
+    """envs/ is laid out like a pack: each category folder holds its host-side generator.py, and every other
+    Python file is in a sandbox folder (so the boundary check below sees it): a tools.py or verify.py left
+    beside a generator would go unchecked."""
+    envs = ROOT / "envs"
+    sandbox = set(sandbox_files())
+    stray = [str(p.relative_to(ROOT)) for p in sorted(envs.rglob("*.py"))
+             if p not in sandbox and not (p.name == "generator.py" and len(p.relative_to(envs).parts) == 3)]
+    assert not stray, "move these into an env/ or hidden/ folder of their family or category:\n" + "\n".join(stray)
+    generators = sorted(envs.glob("*/*/generator.py"))
+    assert len(generators) >= 3 and not [g for g in generators if g.parent.name in SANDBOX_DIRS]
 
 
 def _guarded_by_import_error(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
@@ -293,11 +311,28 @@ def test_the_boundary_check_catches_foreign_imports(tmp_path):
     assert foreign_imports(f, tmp_path) == ["tools.py:7: math_verify", "tools.py:8: envgen", "tools.py:10: numpy"]
 
 
+def test_the_boundary_check_scans_every_sandbox_folder(tmp_path):
+    inside = ["envs/runtime/server.py", "envs/workspace/tools.py", "envs/fam/env/tools.py",
+              "envs/fam/hidden/shared.py", "envs/fam/cat/env/tools.py", "envs/fam/cat/env/lib/util.py",
+              "envs/fam/cat/hidden/verify.py", "verifiers/kit/check.py"]
+    for rel in inside + ["envs/fam/cat/generator.py"]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("import numpy\n")
+    found = sandbox_files(tmp_path)
+    assert sorted(str(p.relative_to(tmp_path)) for p in found) == sorted(inside)  # the generator runs on the host
+    assert [b for p in found for b in foreign_imports(p, tmp_path)] == [f"{rel}:1: numpy" for rel in sorted(inside)]
+
+
 def test_sandbox_side_code_imports_only_the_standard_library():
     files = sandbox_files()
     names = {str(p.relative_to(ROOT)) for p in files}
-    assert {"envs/runtime/server.py", "envs/workspace/tools.py", "envs/search/tools.py",
-            "envs/general/travel_planning/verify.py", "verifiers/envgen_verifiers/answer.py"} <= names
+    assert {"envs/runtime/server.py", "envs/runtime/supervisor.py", "envs/runtime/verifier.py",
+            "envs/workspace/tools.py", "envs/search/env/tools.py", "envs/code/env/tools.py",
+            "envs/general/travel_planning/env/tools.py", "envs/general/travel_planning/hidden/verify.py",
+            "envs/general/library_catalog/env/tools.py", "envs/general/library_catalog/hidden/verify.py",
+            "verifiers/envgen_verifiers/answer.py"} <= names  # not vacuous: a wrong glob finds too few
+    assert len([n for n in names if n.startswith("envs/") and {"env", "hidden"} & set(n.split("/")[1:-1])]) >= 6
+    assert len(files) >= 15 and not [n for n in names if n.endswith("generator.py")]
     bad = [b for p in files for b in foreign_imports(p)]
     assert not bad, "sandbox-side code must not import these (never envgen):\n" + "\n".join(bad)
 

@@ -18,7 +18,7 @@ from envgen.build.offline import (
 )
 from envgen.episodes.episode import Episode, replay
 from envgen.errors import EnvgenError
-from envgen.build.sdk import categories, default_tasks, get_category, load_generator
+from envgen.build.sdk import categories, default_tasks, fresh_workdir, get_category, load_generator
 from envgen.pack import Pack, Task, ToolCall, load, save
 from envgen.paths import bundled
 from envgen.build.gate import collateral, collateral_calls
@@ -54,6 +54,34 @@ def test_a_category_is_a_folder(tmp_path):
     assert list(cats) == ["general/library-catalog"]
     gen = load_generator(cats["general/library-catalog"]).generate(tmp_path / "work", 6, 0)
     assert len(gen.tasks) == 6 and (gen.env_dir / "tools.py").is_file() and (gen.hidden_dir / "verify.py").is_file()
+    assert sorted(p.name for p in gen.env_dir.iterdir()) == ["state", "tools.py"]  # no bytecode, no generator
+    assert sorted(p.name for p in gen.hidden_dir.iterdir()) == ["verify.py"]
+
+
+def test_a_generator_starts_from_its_family_and_category_sandbox_folders(tmp_path):
+    """envs/<family>/{env,hidden}/ then envs/<family>/<category>/{env,hidden}/ fill the work dir (the category's
+    file wins), bytecode stays behind, and a family's shared env/ is no category even with a generator.py."""
+    fam = tmp_path / "envs" / "fam"
+    files = {"env/tools.py": "family tools", "env/shared.py": "family", "env/generator.py": "not a category",
+             "hidden/kit.py": "family kit", "cat/generator.py": '"""A category."""\n',
+             "cat/env/tools.py": "category tools", "cat/env/lib/util.py": "category lib",
+             "cat/env/__pycache__/tools.cpython-311.pyc": "bytecode", "cat/hidden/verify.py": "category verifier",
+             "cat/hidden/stale.pyc": "bytecode"}
+    for rel, text in files.items():
+        (fam / rel).parent.mkdir(parents=True, exist_ok=True)
+        (fam / rel).write_text(text)
+    assert list(categories(tmp_path / "envs")) == ["fam/cat"]
+    (tmp_path / "work" / "env").mkdir(parents=True)
+    (tmp_path / "work" / "env" / "left-over.txt").write_text("from an earlier run")
+
+    def tree(d):
+        return {str(p.relative_to(d)): p.read_text() for p in sorted(d.rglob("*")) if p.is_file()}
+
+    env, hidden = fresh_workdir(tmp_path / "work", fam / "cat")
+    assert tree(env) == {"generator.py": "not a category", "lib/util.py": "category lib", "shared.py": "family",
+                         "tools.py": "category tools"}
+    assert tree(hidden) == {"kit.py": "family kit", "verify.py": "category verifier"}
+    assert fresh_workdir(tmp_path / "work") == (env, hidden) and not tree(env) and not tree(hidden)
 
 
 def test_build_reports_and_records_what_it_did(tmp_path):

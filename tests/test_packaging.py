@@ -22,6 +22,9 @@ def test_wheel_contains_bundled_folders_and_finds_them(tmp_path):
                      "envgen/_bundled/agents/README.md", "envgen/_bundled/rl/templates/README.md",
                      "envgen/_bundled/data/README.md", "envgen/cli.py",
                      "envgen/_bundled/envs/general/travel_planning/generator.py",
+                     "envgen/_bundled/envs/general/travel_planning/env/tools.py",
+                     "envgen/_bundled/envs/general/travel_planning/hidden/verify.py",
+                     "envgen/_bundled/envs/search/env/tools.py", "envgen/_bundled/envs/code/env/tools.py",
                      "envgen/_bundled/data/corpus/geo.jsonl.gz"):
         assert required in names, required
     target = tmp_path / "site"

@@ -1,22 +1,33 @@
 """Pieces of the general-agent pipeline on their own: code checks, the in-sandbox solution harness,
-agent role files, search backends."""
+agent role files, search backends, and the LLM-pipeline runner both LLM families build on."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import sqlite3
+import sys
 import textwrap
+import threading
 
 import pytest
 
+from envgen.build.pipeline import LLMPipeline
 from envgen.families.general import static_checks as codecheck
+from envgen.llm.agent import Tools
+from envgen.llm.client import LLMConfig, Usage
 from envgen.llm.roles import list_specs, load_spec, parse_spec
-from envgen.errors import EnvgenError
+from envgen.errors import EnvgenError, LLMError, SynthesisError
+from envgen.store import Run, Store
 from envgen.pack import Limits, Manifest, Pack
 from envgen.paths import bundled
 from envgen.sandbox import open_sandbox
 from envgen.retrieval.search import SearchBackend, SearchResult, SearchTool, SearchUnavailable, get_backend, register_backend
+
+try:
+    from .fake_llm import FakeLLM, Reply
+except ImportError:  # tests/ is not a package: pytest puts it on sys.path
+    from fake_llm import FakeLLM, Reply
 
 # ----------------------------------------------------------------------------- static checks
 
@@ -223,3 +234,117 @@ def test_search_backends():
     assert tool.seen == [f"https://example.org/{i}" for i in range(3)]
     fn = tool.as_function()
     assert fn.__name__ == "search" and "Args:" in fn.__doc__
+
+
+# ----------------------------------------------------------------------------- the LLM-pipeline runner
+
+
+def _pipeline(tmp_path, llm, run_id="test/run") -> LLMPipeline:
+    return LLMPipeline(llm=llm, store_url=f"sqlite:///{tmp_path / 'state.sqlite'}", run_id=run_id,
+                       roles=("reviewer",), agents_dir=None, work=tmp_path / "work", progress=None)
+
+
+def _configs(url: str) -> list[LLMConfig]:
+    # retries: the fake server's listen backlog is small and many agents connect at once
+    return [LLMConfig(name=n, base_url=url, model=f"fake-{n}", api_key="sk-test", timeout=10, max_retries=5,
+                      backoff_base=0.01, backoff_max=0.05) for n in ("a", "b")]
+
+
+def _together(n: int, fn) -> list:
+    """``fn(i)`` on ``n`` threads released at once; their results (a thread's exception fails the test)."""
+    barrier, out, errors = threading.Barrier(n), [None] * n, []
+
+    def run(i):
+        try:
+            barrier.wait()
+            out[i] = fn(i)
+        except BaseException as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return out
+
+
+def test_pipeline_agents_on_threads_share_clients_and_sum_usage(tmp_path):
+    """Stages may run on worker threads: one client per config, and usage that adds up exactly."""
+    with FakeLLM(lambda body: Reply("ok")) as fake:
+        cfgs = _configs(fake.url)
+        p = _pipeline(tmp_path, cfgs)
+        p.store.open_run(p.run_id, "test", {})
+        clients = _together(32, lambda i: p.client(cfgs[i % 2]))
+        assert {id(c) for c in clients[0::2]} == {id(clients[0])} and {id(c) for c in clients[1::2]} == {id(clients[1])}
+        assert clients[0] is not clients[1] and p.models == {"fake-a", "fake-b"}
+
+        def stage(i):
+            agent = p.agent("reviewer", f"q{i:04d}", i, Tools(), suffix="-x")
+            assert agent.send("Say ok.").answer == "ok"
+            p.finish_agent(agent, f"q{i:04d}", "reviewer")
+            return agent
+
+        agents = _together(16, stage)
+    assert {id(a.llm) for a in agents} == {id(clients[0]), id(clients[1])}
+    expected = Usage()
+    for a in agents:
+        expected.add(a.usage)
+    assert expected.calls == 16 and p.usage == expected
+    runs = Store(p.store.url).agent_runs("test/run")
+    assert sorted(r.stage for r in runs) == [f"q{i:04d}" for i in range(16)]
+    assert (p.transcripts / "q0007--reviewer-x.jsonl").is_file()
+    # salted per stage: the same request in another stage is paid for, not replayed from the store's cache
+    assert sorted(a.salt for a in agents) == [f"test/run|q{i:04d}|reviewer-x" for i in range(16)]
+
+    # the total is a read-modify-write of every field: without the lock, switching threads often loses additions
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        _together(8, lambda i: [p.add_usage(Usage(calls=1, prompt_tokens=3, cost=0.25)) for _ in range(3000)])
+    finally:
+        sys.setswitchinterval(old)
+    assert (p.usage.calls, p.usage.prompt_tokens) == (expected.calls + 24000, expected.prompt_tokens + 72000)
+    assert p.usage.cost == pytest.approx(expected.cost + 6000)
+
+
+def test_pipeline_stages_resume(tmp_path):
+    """A done stage is skipped, a failed one is marked and run again on the rerun, its old checks forgotten."""
+    llm = LLMConfig(name="a", base_url="http://127.0.0.1:9/v1", model="m", api_key="sk-test")
+    p = _pipeline(tmp_path, llm)
+    p.store.open_run(p.run_id, "test", {})
+    ran: list[str] = []
+
+    def body(key, fail=None):
+        ran.append(key)
+        p.store.add_result(p.run_id, key, "check", fail is None)
+        if fail is not None:
+            raise fail
+        p.store.finish_stage(p.run_id, key, {"ok": True})
+
+    kw = {"error": SynthesisError, "kept": "finished stages"}
+    assert p.run_stage("one", body, "one", stopped="stage one stopped", **kw) is True
+    assert p.run_stage("one", body, "one", stopped="stage one stopped", **kw) is False
+    with pytest.raises(SynthesisError, match=r"^stage two stopped: model down\. Rerun the same command to resume; "
+                                             r"finished stages are kept in sqlite:///"):
+        p.run_stage("two", body, "two", LLMError("model down"), stopped="stage two stopped", **kw)
+    with pytest.raises(KeyError):  # a bug is not dressed up as a resumable stop
+        p.run_stage("three", body, "three", KeyError("bug"), stopped="stage three stopped", **kw)
+    assert ran == ["one", "two", "three"]
+    store = Store(p.store.url)
+    two = store.stage(p.run_id, "two")
+    assert (two.status, two.error, two.attempts) == ("failed", "model down", 1)
+    assert [(e.stage, e.kind, e.message) for e in store.errors(p.run_id)] == [("two", "LLMError", "model down")]
+    with store.session() as s:
+        assert s.get(Run, p.run_id).status == "failed"
+
+    # the rerun: a fresh process on the same store and run id
+    again = _pipeline(tmp_path, llm)
+    ran.clear()
+    for key in ("one", "two", "three"):
+        again.run_stage(key, body, key, stopped=f"stage {key} stopped", **kw)
+    assert ran == ["two", "three"]
+    two = store.stage(p.run_id, "two")
+    assert (two.status, two.attempts, two.result) == ("done", 2, {"ok": True})
+    assert [(r.stage, r.passed) for r in store.results(p.run_id) if r.stage == "two"] == [("two", True)]

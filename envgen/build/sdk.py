@@ -1,16 +1,22 @@
 """Environment families and their categories: discovery, the generator contract, host-side helpers.
 
-A category is a folder ``envs/<family>/<category>/`` holding a ``generator.py`` that runs on the host
-and the files its sandbox needs (``tools.py``, a verifier). Nothing in envgen names a category: adding
-one is adding a folder. The generator module's docstring's first line is the category's description,
-and the module exposes::
+A category is a folder ``envs/<family>/<category>/`` laid out like the packs it makes::
+
+    generator.py      runs on the host: builds the state and the tasks
+    env/              files for the pack's env/ (tool code, e.g. tools.py)
+    hidden/           files for the pack's hidden/ (verifier code, e.g. verify.py)
+
+Files a whole family shares live in ``envs/<family>/env/`` (and ``hidden/``), e.g. ``envs/search/env/tools.py``.
+Nothing in envgen names a category: adding one is adding a folder with a ``generator.py``. The generator
+module's docstring's first line is the category's description, and the module exposes::
 
     DEFAULT_TASKS: int                    (optional) tasks a default build proposes
     def generate(workdir: Path, n_tasks: int, seed: int) -> Generated
 
 ``generate`` writes ``workdir/env`` (tools.py, state) and ``workdir/hidden`` (verifier files) and
-returns exactly ``n_tasks`` tasks; the same seed gives the same files and the same tasks. Generators
-are imported by file path, so they work the same from a checkout and from an installed wheel.
+returns exactly ``n_tasks`` tasks; ``fresh_workdir(workdir, HERE)`` starts both from the folders above.
+The same seed gives the same files and the same tasks. Generators are imported by file path, so they
+work the same from a checkout and from an installed wheel.
 """
 
 from __future__ import annotations
@@ -31,6 +37,10 @@ from ..pack.format import Limits, Task, ToolCall
 from ..paths import bundled
 
 GENERATOR = "generator.py"
+SANDBOX_DIRS = ("env", "hidden")
+"""Folders of ``envs/<family>/`` and ``envs/<family>/<category>/`` whose files go to the pack's env/ and hidden/
+(never categories themselves)."""
+_NOT_SHIPPED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
 FALLBACK_DEFAULT_TASKS = 120
 
 
@@ -87,7 +97,8 @@ def categories(root: Path | None = None) -> dict[str, Category]:
     root = Path(root) if root is not None else bundled("envs")
     found: dict[str, Category] = {}
     for fam in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
-        for cat in sorted(p for p in fam.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+        for cat in sorted(p for p in fam.iterdir()
+                          if p.is_dir() and not p.name.startswith((".", "_")) and p.name not in SANDBOX_DIRS):
             gen = cat / GENERATOR
             if gen.is_file():
                 c = Category(_norm(fam.name), _norm(cat.name), cat, _describe(gen))
@@ -111,14 +122,25 @@ def get_category(family: str, category: str, root: Path | None = None) -> Catego
 _MODULES: dict[Path, ModuleType] = {}
 
 
-def fresh_workdir(workdir: Path) -> tuple[Path, Path]:
-    """Empty ``env/`` and ``hidden/`` folders under ``workdir`` for a generator to fill; returns both."""
+def fresh_workdir(workdir: Path, category: Path | None = None) -> tuple[Path, Path]:
+    """Fresh ``env/`` and ``hidden/`` folders under ``workdir`` for a generator to fill; returns both.
+
+    Empty, or with ``category`` (the generator's own folder, ``envs/<family>/<category>/``) holding its sandbox
+    files: the family's shared ``env/`` and ``hidden/``, then the category's own (a category file replaces a
+    family file of the same name). Bytecode an import left in those folders is not copied.
+    """
     workdir = Path(workdir)
     env, hidden = workdir / "env", workdir / "hidden"
     for d in (env, hidden):
         if d.exists():
             shutil.rmtree(d)
         d.mkdir(parents=True)
+    if category is not None:
+        category = Path(category)
+        for base in (category.parent, category):
+            for name, dest in zip(SANDBOX_DIRS, (env, hidden)):
+                if (base / name).is_dir():
+                    shutil.copytree(base / name, dest, ignore=_NOT_SHIPPED, dirs_exist_ok=True)
     return env, hidden
 
 

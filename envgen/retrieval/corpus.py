@@ -4,7 +4,7 @@ A corpus is a stream of ``Doc`` (id, title, text, url, lang, domain, links) read
 (optionally gzipped), a folder of text/Markdown/HTML files, or a Hugging Face ``datasets`` dataset
 (an object, a ``save_to_disk`` folder, or ``hf:NAME``). ``build_index`` writes it into one SQLite file
 with an external-content FTS5 table; the search tools read that file in the sandbox with the stdlib
-alone (``envs/search/tools.py``), so a pack carries its index in ``env/state/corpus.sqlite``.
+alone (``envs/search/env/tools.py``), so a pack carries its index in ``env/state/corpus.sqlite``.
 
 Entities are what questions start from: page titles and named-entity spans (capitalised runs) in the
 text. Each gets a long-tail score from how many documents mention it and how many pages link to it:

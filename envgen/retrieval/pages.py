@@ -37,8 +37,8 @@ CacheMode = Literal["auto", "record", "replay"]
 
 
 def search_tools_module():
-    """``envs/search/tools.py``: the pack's search tools, loaded on the host for the local backend."""
-    return load_module(bundled("envs") / "search" / "tools.py", "envgen_search_tools")
+    """``envs/search/env/tools.py``: the pack's search tools, loaded on the host for the local backend."""
+    return load_module(bundled("envs") / "search" / "env" / "tools.py", "envgen_search_tools")
 
 
 class PageBackend(SearchBackend):

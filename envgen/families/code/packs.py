@@ -7,7 +7,7 @@ adds only its snapshot's git data and the tools (see ``environment``).
 
 A pack holds::
 
-    env/tools.py      bash, view_file, replace_in_file, write_file, submit (envs/code/tools.py)
+    env/tools.py      bash, view_file, replace_in_file, write_file, submit (envs/code/env/tools.py)
     env/code.json     repository layout, the snapshot commit, interpreter and import roots (no secrets)
     env/repo.git/     the snapshot: one commit, the base commit's tree (checked out at every reset)
     env/Dockerfile    the repository environment's install steps over the family image
@@ -78,7 +78,7 @@ def stage_pack(cand: Candidate, recipe: Recipe, test_files: list[str], dest: Pat
         env, hidden = Path(tmp) / "env", Path(tmp) / "hidden"
         env.mkdir()
         hidden.mkdir()
-        shutil.copyfile(bundled("envs") / "code" / "tools.py", env / "tools.py")
+        shutil.copyfile(bundled("envs") / "code" / "env" / "tools.py", env / "tools.py")
         snap = make_snapshot(cand.repo_path, cand.base_commit, env / "repo.git",
                              message=f"{cand.repo} at {cand.base_commit}")
         (env / "code.json").write_text(json.dumps({

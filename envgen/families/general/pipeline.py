@@ -40,13 +40,13 @@ from typing import Any, Callable, Iterator
 from pydantic import ValidationError
 
 from .static_checks import changed_definitions, check_solution, check_tools_source, check_verification
-from ...llm.client import LLMClient, LLMConfig, LLMPool, TranscriptFile, Usage
-from ...llm.agent import Agent, FunctionTools, SandboxTools, ToolOutput, Tools, Toolset
-from ...llm.roles import AgentSpec, load_spec
+from ...llm.client import LLMConfig, LLMPool
+from ...llm.agent import FunctionTools, SandboxTools, ToolOutput, Tools, Toolset
 from ...build.offline import check_out, not_applicable, record_and_gate, record_expectation
+from ...build.pipeline import LLMPipeline
 from ...build.report import BuildReport, reason_key
 from ...episodes.episode import replay
-from ...errors import EnvgenError, InputError, LLMError, SandboxError, SynthesisError
+from ...errors import InputError, SandboxError, SynthesisError
 from ...build.sdk import db_changes
 from ...pack.format import Limits, Manifest, Pack, Provenance, Task, ToolCall, ToolSchema, save
 from ...paths import bundled
@@ -499,7 +499,7 @@ class ReviewBox:
 # ----------------------------------------------------------------------------- the pipeline
 
 
-class _Synth:
+class _Synth(LLMPipeline):
     def __init__(self, category: str, out: Path, *, llm: LLMConfig | list[LLMConfig] | LLMPool, store_url: str | None,
                  sandbox: str, max_levels: int, chains: int, seed: int, search: str | SearchBackend, review: bool,
                  workers: int, work_dir: Path | None, agents_dir: Path | None, progress: Progress | None):
@@ -510,20 +510,12 @@ class _Synth:
         self.out = Path(out)
         self.seed, self.max_levels, self.chains, self.review_on, self.workers = seed, max_levels, chains, review, workers
         self.backend = sandbox
-        self.run_id = f"general/{self.slug}/seed{seed}"
-        self.pool = LLMPool.of(llm)
-        self.store = Store(store_url)
-        self.work = Path(work_dir) if work_dir is not None else cache_dir() / "synth" / f"{self.slug}-seed{seed}"
-        self.work.mkdir(parents=True, exist_ok=True)
-        self.transcripts = self.work / "transcripts"
+        work = Path(work_dir) if work_dir is not None else cache_dir() / "synth" / f"{self.slug}-seed{seed}"
+        super().__init__(llm=llm, store_url=store_url, run_id=f"general/{self.slug}/seed{seed}", roles=ROLES,
+                         agents_dir=agents_dir, work=work, progress=progress)
         self.search = SearchTool(get_backend(search))
-        self.specs: dict[str, AgentSpec] = {r: load_spec(r, agents_dir) for r in ROLES}
-        self.progress = progress or (lambda n=1: None)
         self.plan = plan(max_levels, chains)
-        self.usage = Usage()
         self.timings: dict[str, float] = {}
-        self.models: set[str] = set()
-        self._clients: dict[str, LLMClient] = {}
         self._scrub: dict[str, str] = {str(self.work.resolve()): "<work>"}
 
     # -- helpers
@@ -538,20 +530,6 @@ class _Synth:
             p = getattr(sbx, attr, None)
             if isinstance(p, str):
                 self._scrub[p] = f"<{label}>"
-
-    def client(self, cfg: LLMConfig) -> LLMClient:
-        if cfg.name not in self._clients:
-            self._clients[cfg.name] = LLMClient(cfg, cache=self.store, run_id=self.run_id)
-        self.models.add(cfg.model)
-        return self._clients[cfg.name]
-
-    def agent(self, role: str, stage: str, ordinal: int, tools: Toolset, suffix: str = "") -> Agent:
-        spec = self.specs[role]
-        cfg = self.pool.pick(role, spec.model, ordinal)
-        path = self.transcripts / f"{stage.replace('/', '_')}--{role}{suffix}.jsonl"
-        return Agent(self.client(cfg), tools, system=spec.instructions, name=f"{stage}/{role}{suffix}",
-                     max_turns=spec.budgets.max_turns, max_tokens=spec.budgets.max_tokens,
-                     salt=f"{self.run_id}|{stage}|{role}{suffix}", transcript=TranscriptFile(path))
 
     def toolset(self, role: str, ws: Sandbox | None, host: dict[str, Callable[..., Any]]) -> Toolset:
         """The tools the role's spec lists, from the workspace sandbox and the host functions given."""
@@ -568,11 +546,6 @@ class _Synth:
         if fns:
             parts.append(FunctionTools(fns))
         return Tools(*parts)
-
-    def finish_agent(self, agent: Agent, stage: str, role: str) -> None:
-        self.usage.add(agent.usage)
-        self.store.add_agent_run(self.run_id, stage=stage, role=role, **agent.record())
-        agent.close()
 
     @contextmanager
     def workspace(self, artifact: str | None) -> Iterator[Sandbox]:
@@ -628,21 +601,10 @@ class _Synth:
             "category": self.category, "seed": self.seed, "max_levels": self.max_levels, "chains": self.chains,
             "sandbox": self.backend, "review": self.review_on, "models": [c.describe() for c in self.pool.configs]})
         for i, key in enumerate(self.plan[:-1]):
-            st = self.store.stage(self.run_id, key)
-            if st is None or st.status != "done":
-                t0 = time.perf_counter()
-                self.store.start_stage(self.run_id, key)
-                self.store.clear_results(self.run_id, key)  # an interrupted attempt's checks are redone
-                try:
-                    self._stage(i, key)
-                except (LLMError, EnvgenError) as e:
-                    msg = self.scrub(str(e))
-                    self.store.fail_stage(self.run_id, key, msg)
-                    self.store.add_error(self.run_id, key, type(e).__name__, msg)
-                    self.store.finish_run(self.run_id, "failed")
-                    raise SynthesisError(f"{self.category!r}: stage {key} stopped: {msg}. Rerun the same command to "
-                                         f"resume; finished stages and paid LLM calls are kept in {self.store.url}") \
-                        from None
+            t0 = time.perf_counter()
+            if self.run_stage(key, self._stage, i, key, error=SynthesisError,
+                              stopped=f"{self.category!r}: stage {key} stopped",
+                              kept="finished stages and paid LLM calls"):
                 self.timings[key] = time.perf_counter() - t0
             self.progress(1)
         t0 = time.perf_counter()

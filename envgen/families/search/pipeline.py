@@ -29,7 +29,6 @@ import hashlib
 import json
 import re
 import shutil
-import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -38,20 +37,19 @@ from typing import Any, Callable, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ...llm.client import LLMClient, LLMConfig, LLMPool, TranscriptFile, Usage
-from ...llm.agent import Agent, FunctionTools, ToolOutput, Tools
-from ...llm.roles import AgentSpec, load_spec
+from ...llm.client import LLMConfig, LLMPool
+from ...llm.agent import AgentResult, FunctionTools, ToolOutput, Tools
 from ...build.offline import Progress, build_generated, check_out
+from ...build.pipeline import LLMPipeline
 from ...build.report import BuildReport, count_reasons
 from ...retrieval.corpus import Doc, Entity, build_index, index_corpus, mine_entities, open_index, sample_entities
-from ...errors import EnvgenError, InputError, LLMError, SearchSynthesisError
+from ...errors import InputError, SearchSynthesisError
 from ...build.sdk import Generated, load_module
 from ...llm.judge import Rubric
 from ...pack.format import Limits, Task
 from ...paths import bundled
 from ...retrieval.pages import CachedBackend, LocalBackend, PageBackend, SearchCache, WebBackend, agent_tools
 from ...paths import cache_dir
-from ...store import Store
 
 GENERATOR = "envgen.families.search/1"
 ROLES = ("search-question-constructor", "search-answerer", "search-verifier", "search-rubric-writer")
@@ -296,7 +294,7 @@ class RubricBox:
 # ----------------------------------------------------------------------------- the pipeline
 
 
-class _SearchSynth:
+class _SearchSynth(LLMPipeline):
     def __init__(self, out: Path, *, llm: LLMConfig | list[LLMConfig] | LLMPool, corpus: Any, index: Path | None,
                  questions: int, seed: int, search: str | PageBackend, config: SearchSynthConfig, store_url: str | None,
                  workers: int, sandbox: str, work_dir: Path | None, agents_dir: Path | None,
@@ -309,27 +307,17 @@ class _SearchSynth:
         self.workers, self.sandbox = max(1, workers), sandbox
         given = search.inner if isinstance(search, CachedBackend) else search
         self.search_kind = given if isinstance(given, str) else given.name
-        self.pool = LLMPool.of(llm)
-        self.store = Store(store_url)
-        self.specs: dict[str, AgentSpec] = {r: load_spec(r, agents_dir) for r in ROLES}
-        self.progress = progress or (lambda n=1: None)
-        self.usage = Usage()
-        self._usage_lock = threading.Lock()
-        self._clients: dict[str, LLMClient] = {}
-        self._clients_lock = threading.Lock()
-        self.models: set[str] = set()
-
-        self.work = Path(work_dir) if work_dir is not None else cache_dir() / "synth-search"
-        self.work.mkdir(parents=True, exist_ok=True)
-        self.index = self._index(corpus, index)
+        work = Path(work_dir) if work_dir is not None else cache_dir() / "synth-search"
+        work.mkdir(parents=True, exist_ok=True)
+        self.index = self._index(corpus, index, work)
         self.local = LocalBackend(self.index)
         ident = self.local.identity.split(":", 1)[1]
         self.name = name or f"search-{ident[:8]}"
-        self.run_id = f"search/{ident}/{config.digest()}/{self.search_kind}/seed{seed}"
-        self.salt = f"search/{ident}/{self.search_kind}/seed{seed}"
-        """LLM requests are salted without the config, so a run with another keep rule replays paid calls."""
-        self.work = self.work / self.run_id.replace("/", "_")
-        self.transcripts = self.work / "transcripts"
+        run_id = f"search/{ident}/{config.digest()}/{self.search_kind}/seed{seed}"
+        # LLM requests are salted without the config, so a run with another keep rule replays paid calls
+        super().__init__(llm=llm, store_url=store_url, run_id=run_id, roles=ROLES, agents_dir=agents_dir,
+                         work=work / run_id.replace("/", "_"), progress=progress,
+                         salt=f"search/{ident}/{self.search_kind}/seed{seed}")
         self.cache = SearchCache(self.store)
         if isinstance(search, CachedBackend):
             self.backend = search
@@ -343,7 +331,7 @@ class _SearchSynth:
                     raise InputError("--search web needs the 'search' extra: pip install 'envgen[search]'") from None
             self.backend = CachedBackend(self.local if search == "local" else WebBackend(), self.cache, "auto")
 
-    def _index(self, corpus: Any, index: Path | None) -> Path:
+    def _index(self, corpus: Any, index: Path | None, work: Path) -> Path:
         if index is not None:
             open_index(index).close()
             return Path(index).resolve()
@@ -351,7 +339,7 @@ class _SearchSynth:
             raise InputError("the search pipeline needs a corpus (--corpus) or a built index (--index)")
         ident = getattr(corpus, "_fingerprint", None) or repr(corpus)  # a datasets.Dataset's content hash
         key = hashlib.sha256(str(ident).encode()).hexdigest()[:12]
-        path = self.work / "indexes" / f"{key}.sqlite"
+        path = work / "indexes" / f"{key}.sqlite"
         src = Path(str(corpus)) if isinstance(corpus, (str, Path)) and not str(corpus).startswith("hf:") else None
         if not path.is_file() or (src is not None and src.exists() and src.stat().st_mtime > path.stat().st_mtime):
             index_corpus(corpus, path)
@@ -359,41 +347,21 @@ class _SearchSynth:
 
     # -- agents
 
-    def client(self, cfg: LLMConfig) -> LLMClient:
-        with self._clients_lock:
-            if cfg.name not in self._clients:
-                self._clients[cfg.name] = LLMClient(cfg, cache=self.store, run_id=self.run_id)
-            self.models.add(cfg.model)
-            return self._clients[cfg.name]
-
-    def agent(self, role: str, stage: str, ordinal: int, tools: list[Callable[..., Any]], *, suffix: str = "",
-              preferred: str | None = None, max_turns: int | None = None, note: str = "") -> Agent:
+    def run_agent(self, role: str, stage: str, ordinal: int, tools: list[Callable[..., Any]], message: str, *,
+                  suffix: str = "", preferred: str | None = None, max_turns: int | None = None,
+                  note: str = "") -> AgentResult:
+        """One message to a fresh agent with host-function tools, which the role's spec must list."""
         spec = self.specs[role]
-        offered = {fn.__name__ for fn in tools}
-        unknown = sorted(offered - set(spec.tools))
+        unknown = sorted({fn.__name__ for fn in tools} - set(spec.tools))
         if unknown:
             raise InputError(f"{spec.path}: header: tools: the pipeline offers {unknown}, which the role does not "
                               f"list; add them to its tools")
-        cfg = self.pool.pick(role, preferred or spec.model, ordinal)
-        path = self.transcripts / f"{stage.replace('/', '_')}--{role}{suffix}.jsonl"
-        system = spec.instructions + (f"\n\n{note}" if note else "")
-        return Agent(self.client(cfg), Tools(FunctionTools(tools)) if tools else Tools(), system=system,
-                     name=f"{stage}/{role}{suffix}", max_turns=max_turns or spec.budgets.max_turns,
-                     max_tokens=spec.budgets.max_tokens, salt=f"{self.salt}|{stage}|{role}{suffix}",
-                     transcript=TranscriptFile(path))
-
-    def finish_agent(self, agent: Agent, stage: str, role: str) -> None:
-        with self._usage_lock:
-            self.usage.add(agent.usage)
-        self.store.add_agent_run(self.run_id, stage=stage, role=role, **agent.record())
-        agent.close()
-
-    def run_agent(self, role: str, stage: str, ordinal: int, tools: list, message: str, **kw: Any):
-        agent = self.agent(role, stage, ordinal, tools, **kw)
+        agent = self.agent(role, stage, ordinal, Tools(FunctionTools(tools)) if tools else Tools(), suffix,
+                           preferred=preferred, max_turns=max_turns, note=note)
         try:
             return agent.send(message)
         finally:
-            self.finish_agent(agent, stage, role + kw.get("suffix", ""))
+            self.finish_agent(agent, stage, role + suffix)
 
     # -- entities
 
@@ -550,15 +518,11 @@ class _SearchSynth:
         return self._assemble(ents, started, stages)
 
     def _run_all(self, todo: list[tuple[int, Entity]]) -> None:
+        stopped, kept = "search pipeline stopped", "finished questions, paid LLM calls and search answers"
+
         def one(i: int, ent: Entity) -> None:
-            key = f"q{i:04d}"
-            self.store.start_stage(self.run_id, key)
-            try:
-                self.question(i, ent)
-            except (LLMError, EnvgenError) as e:
-                self.store.fail_stage(self.run_id, key, str(e))
-                self.store.add_error(self.run_id, key, type(e).__name__, str(e))
-                raise
+            self.run_stage(f"q{i:04d}", self.question, i, ent, error=SearchSynthesisError, stopped=stopped,
+                           kept=kept)
             self.progress(1)
 
         with ThreadPoolExecutor(max_workers=min(self.workers, len(todo)), thread_name_prefix="envgen-search") as ex:
@@ -570,10 +534,9 @@ class _SearchSynth:
                     f.cancel()
                 ex.shutdown(wait=True)
                 e = failed.exception()
-                self.store.finish_run(self.run_id, "failed")
-                raise SearchSynthesisError(f"search pipeline stopped: {e}. Rerun the same command to resume; finished "
-                                           f"questions, paid LLM calls and search answers are kept in "
-                                           f"{self.store.url}") from None
+                if not isinstance(e, SearchSynthesisError):  # not stopped by run_stage (which marked the run)
+                    e = self.stop(SearchSynthesisError, f"{stopped}: {e}", kept)
+                raise e from None
 
     def _assemble(self, ents: list[Entity], started: float, stages: dict[str, float]) -> BuildReport:
         cands = {c.key: c for c in self.store.candidates(self.run_id)}
@@ -596,7 +559,7 @@ class _SearchSynth:
         shutil.rmtree(build, ignore_errors=True)
         (build / "env" / "state").mkdir(parents=True)
         (build / "hidden").mkdir(parents=True)
-        shutil.copyfile(bundled("envs") / "search" / "tools.py", build / "env" / "tools.py")
+        shutil.copyfile(bundled("envs") / "search" / "env" / "tools.py", build / "env" / "tools.py")
         t0 = time.perf_counter()
         if self.search_kind == "local":
             shutil.copyfile(self.index, build / "env" / "state" / "corpus.sqlite")

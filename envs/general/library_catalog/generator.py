@@ -314,16 +314,14 @@ def solve(spec: dict, tb: ToolRecorder) -> str:
 
 def generate(workdir: Path, n_tasks: int, seed: int) -> Generated:
     """Build the library and ``n_tasks`` desk requests for ``seed`` (task i depends on seed and i only)."""
-    env, hidden = fresh_workdir(workdir)
+    env, hidden = fresh_workdir(workdir, HERE)
     t0 = time.perf_counter()
     db = env / DB
     build_db(db, seed)
-    shutil.copy2(HERE / "tools.py", env / "tools.py")
-    shutil.copy2(HERE / "verify.py", hidden / "verify.py")
     t_db = time.perf_counter() - t0
     changes = db_changes(DB)
 
-    tools = load_module(HERE / "tools.py", "envgen_categories.general.library_catalog_tools")
+    tools = load_module(HERE / "env" / "tools.py", "envgen_categories.general.library_catalog_tools")
     lib = Library(db)
     scratch = Path(tempfile.mkdtemp(prefix="envgen-library-ref-"))
     tasks = []

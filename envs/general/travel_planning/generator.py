@@ -876,16 +876,14 @@ def solve(spec: dict, tb: ToolRecorder) -> tuple[str, int | None]:
 
 def generate(workdir: Path, n_tasks: int, seed: int) -> Generated:
     """Build the world and ``n_tasks`` tasks for ``seed`` under ``workdir`` (task i depends on seed and i only)."""
-    env, hidden = fresh_workdir(workdir)
+    env, hidden = fresh_workdir(workdir, HERE)
     t0 = time.perf_counter()
     db = env / "state" / "travel.db"
     build_db(db, seed)
-    shutil.copy2(HERE / "tools.py", env / "tools.py")
-    shutil.copy2(HERE / "verify.py", hidden / "verify.py")
     t_db = time.perf_counter() - t0
 
-    verifier = load_module(HERE / "verify.py", "envgen_categories.general.travel_planning_verify")
-    tools = load_module(HERE / "tools.py", "envgen_categories.general.travel_planning_tools")
+    verifier = load_module(HERE / "hidden" / "verify.py", "envgen_categories.general.travel_planning_verify")
+    tools = load_module(HERE / "env" / "tools.py", "envgen_categories.general.travel_planning_tools")
     world = World(db, verifier)
     scratch = Path(tempfile.mkdtemp(prefix="envgen-travel-ref-"))
     try:

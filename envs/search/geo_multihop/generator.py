@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import random
 import re
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -407,19 +406,18 @@ def _task(spec: Spec, calls: list, seed: int, i: int) -> Task:
 
 def generate(workdir: Path, n_tasks: int, seed: int) -> Generated:
     """Index the shipped corpus and compose ``n_tasks`` questions for ``seed`` (task i depends on seed and i)."""
-    env, hidden = fresh_workdir(workdir)
+    env, hidden = fresh_workdir(workdir, HERE)  # tools.py: the family's envs/search/env/tools.py
     t0 = time.perf_counter()
     docs = list(read_docs(shipped_corpus()))
     index = env / "state" / "corpus.sqlite"
     build_index(docs, index)
-    shutil.copy2(HERE.parent / "tools.py", env / "tools.py")
     (hidden / CITY_NAMES).parent.mkdir(parents=True, exist_ok=True)
     t_index = time.perf_counter() - t0
     world = World(docs, index)
     (hidden / CITY_NAMES).write_text(world.name_list(), encoding="utf-8")
     t_entities = time.perf_counter() - t0 - t_index
 
-    tools = load_module(HERE.parent / "tools.py", "envgen_categories.search.geo_multihop_tools")
+    tools = load_module(HERE.parent / "env" / "tools.py", "envgen_categories.search.geo_multihop_tools")
     tasks: list[Task] = []
     seen: set[tuple] = set()
     for i in range(n_tasks):

@@ -1,0 +1,136 @@
+"""The plumbing every LLM-agent build pipeline shares, so each family writes only its stages.
+
+``LLMPipeline`` holds the model pool, the state store (``envgen.store``), the role specs
+(``envgen.llm.roles``), one ``LLMClient`` per config, the run's usage and models, and the transcripts
+directory. It builds agents with their transcript file and request salt (the salt makes a rerun's
+requests identical, so paid calls replay from the store), records finished agents, and runs named
+stages resumably: a stage done in the store is skipped, a failed one is marked and the run stops with
+an error telling the user to rerun the same command.
+
+Families may run stages on worker threads (the search family does), so the client cache and the usage
+total are locked.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import EnvgenError, LLMError
+from ..llm.agent import Agent, Toolset
+from ..llm.client import LLMClient, LLMConfig, LLMPool, TranscriptFile, Usage
+from ..llm.roles import AgentSpec, load_spec
+from ..store import Store
+
+Progress = Callable[[int], Any]
+
+
+class LLMPipeline:
+    """Base of a family's LLM build: agents, their clients and usage, and resumable stages in a store."""
+
+    def __init__(self, *, llm: LLMConfig | list[LLMConfig] | LLMPool, store_url: str | None, run_id: str,
+                 roles: tuple[str, ...], agents_dir: Path | None, work: Path, progress: Progress | None,
+                 salt: str | None = None):
+        """Open the store and load the roles' specs (errors in either surface before any model call).
+
+        Args:
+            llm: the model configs agents are picked from (per role, see ``LLMPool.pick``)
+            store_url: the state store (None: ``ENVGEN_STORE``, else the default SQLite file)
+            run_id: the store's key of this run: the same inputs must give the same id, that is how a
+                rerun finds its stages and paid calls
+            roles: the role names whose specs this pipeline uses
+            agents_dir: a directory overriding the bundled role files (None: the bundled ones)
+            work: this run's scratch directory (created); transcripts go under ``work/transcripts``
+            progress: called with 1 per finished or skipped stage
+            salt: prefix of every request's salt (default ``run_id``); a family whose run id holds
+                settings that must not change the requests (and so the replayed answers) passes its own
+        """
+        self.pool = LLMPool.of(llm)
+        self.store = Store(store_url)
+        self.run_id = run_id
+        self.salt = run_id if salt is None else salt
+        self.specs: dict[str, AgentSpec] = {r: load_spec(r, agents_dir) for r in roles}
+        self.progress = progress or (lambda n=1: None)
+        self.work = Path(work)
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.transcripts = self.work / "transcripts"
+        self.usage = Usage()
+        """This process's model usage (paid and replayed calls), summed over finished agents."""
+        self.models: set[str] = set()
+        """Every model an agent was given, for the pack's provenance."""
+        self._clients: dict[str, LLMClient] = {}
+        self._clients_lock = threading.Lock()
+        self._usage_lock = threading.Lock()
+
+    def scrub(self, text: str) -> str:
+        """Error text as stored and shown; families that run generated code hide per-run paths here."""
+        return text
+
+    # -- agents
+
+    def client(self, cfg: LLMConfig) -> LLMClient:
+        """The one client of ``cfg`` (locked: two threads must not each build one)."""
+        with self._clients_lock:
+            if cfg.name not in self._clients:
+                self._clients[cfg.name] = LLMClient(cfg, cache=self.store, run_id=self.run_id)
+            self.models.add(cfg.model)
+            return self._clients[cfg.name]
+
+    def agent(self, role: str, stage: str, ordinal: int, tools: Toolset, suffix: str = "", *,
+              preferred: str | None = None, max_turns: int | None = None, note: str = "") -> Agent:
+        """An agent for ``role`` at ``stage``; ``suffix`` tells apart several agents of a role in one stage.
+
+        Its transcript is ``transcripts/STAGE--ROLE{suffix}.jsonl`` and its salt ``SALT|STAGE|ROLE{suffix}``,
+        both stable across reruns. ``ordinal`` spreads roles over the pool's configs; ``preferred`` (a config
+        name), ``max_turns`` and ``note`` (appended to the system prompt) override the role's spec.
+        """
+        spec = self.specs[role]
+        cfg = self.pool.pick(role, preferred or spec.model, ordinal)
+        path = self.transcripts / f"{stage.replace('/', '_')}--{role}{suffix}.jsonl"
+        system = spec.instructions + (f"\n\n{note}" if note else "")
+        return Agent(self.client(cfg), tools, system=system, name=f"{stage}/{role}{suffix}",
+                     max_turns=max_turns or spec.budgets.max_turns, max_tokens=spec.budgets.max_tokens,
+                     salt=f"{self.salt}|{stage}|{role}{suffix}", transcript=TranscriptFile(path))
+
+    def add_usage(self, usage: Usage) -> None:
+        """Add to the run's usage (locked: ``Usage.add`` is a read-modify-write of every field)."""
+        with self._usage_lock:
+            self.usage.add(usage)
+
+    def finish_agent(self, agent: Agent, stage: str, role: str) -> None:
+        """Count the agent's usage, record its session in the store and close its transcript."""
+        self.add_usage(agent.usage)
+        self.store.add_agent_run(self.run_id, stage=stage, role=role, **agent.record())
+        agent.close()
+
+    # -- stages
+
+    def run_stage(self, key: str, body: Callable[..., Any], *args: Any, error: type[EnvgenError], stopped: str,
+                  kept: str) -> bool:
+        """Run ``body(*args)`` as stage ``key``, unless the store has it done; whether it ran.
+
+        ``body`` marks the stage done itself (``Store.finish_stage``, with what it produced, atomically).
+        An LLMError or EnvgenError marks the stage and the run failed and raises ``error`` with the
+        message ``"{stopped}: {why}. Rerun the same command to resume; {kept} are kept in {store}"``.
+        Other exceptions are bugs and propagate as they are.
+        """
+        st = self.store.stage(self.run_id, key)
+        if st is not None and st.status == "done":
+            return False
+        self.store.start_stage(self.run_id, key)
+        self.store.clear_results(self.run_id, key)  # an interrupted attempt's checks are redone
+        try:
+            body(*args)
+        except (LLMError, EnvgenError) as e:
+            msg = self.scrub(str(e))
+            self.store.fail_stage(self.run_id, key, msg)
+            self.store.add_error(self.run_id, key, type(e).__name__, msg)
+            raise self.stop(error, f"{stopped}: {msg}", kept) from None
+        return True
+
+    def stop(self, error: type[EnvgenError], what: str, kept: str) -> EnvgenError:
+        """Mark the run failed and return the ``error`` to raise, saying how to resume."""
+        self.store.finish_run(self.run_id, "failed")
+        return error(f"{what}. Rerun the same command to resume; {kept} are kept in {self.store.url}")
