@@ -7,7 +7,7 @@ What a killed build needs to continue without losing or repeating work:
 - ``candidates``: what a stage produced (a task proposal, validated or rejected with its reason);
 - ``results``: every check a candidate went through (solution run, verifier, red-team, review);
 - ``llm_calls``: request hash -> response, so a resumed build replays paid calls instead of repeating
-  them (``envgen.llm.agent.CallCache``);
+  them (``envgen.llm.client.CallCache``);
 - ``agent_runs``: per agent session: role, model, outcome, tokens, cost, transcript path;
 - ``artifacts``: blobs a later stage starts from (e.g. a workspace snapshot);
 - ``errors``: everything that went wrong, with the stage it happened in.
@@ -352,7 +352,7 @@ class Store:
         with self.session() as s:
             return s.scalar(select(Artifact.data).where(Artifact.run_id == run_id, Artifact.key == key))
 
-    # -- the LLM call cache (envgen.llm.agent.CallCache)
+    # -- the LLM call cache (envgen.llm.client.CallCache)
 
     def get_llm_call(self, key: str) -> dict[str, Any] | None:
         with self.session() as s:

@@ -1,7 +1,7 @@
 """The ``Policy`` interface every policy implements (oracle, null, OpenAI endpoint, local HF model).
 
-Apart from ``policy`` (the policies and the episode runner) so that ``policy_hf`` can implement the interface
-while ``policy.make_policy`` builds HF policies: both import this module, neither imports the other's caller.
+Apart from ``builtin`` (the policies and the episode runner) so that ``hf`` can implement the interface while
+``builtin.make_policy`` builds HF policies: both import this module, neither imports the other's caller.
 """
 
 from __future__ import annotations
