@@ -40,6 +40,7 @@ class Recipe:
     suite: str
     toolchains: tuple[str, ...]
     steps: list[Step]
+    """Environment layer: run as root without the repository (shared by every task that installs alike)."""
     framework: str
     """Test runner the kit drives: ``pytest`` or ``unittest`` for Python."""
     python: str | None = None
@@ -48,6 +49,10 @@ class Recipe:
     """Repository-relative import roots (``src`` layouts), put on PYTHONPATH for tools and tests."""
     notes: list[str] = field(default_factory=list)
     """Why each choice was made (interpreter, test runner, dependencies), for the build report."""
+    task_steps: list[Step] = field(default_factory=list)
+    """Task layer: run as root in the task image's build, in the task's checkout at ``/work/repo`` (the
+    project's own install: build backend, generated files, entry points). The registry is reachable there,
+    never at validation or episode time. Not part of ``key``: they depend on the commit, not the version."""
 
     @property
     def key(self) -> str:

@@ -36,6 +36,8 @@ from ...errors import EnvgenError, InputError, EnvironmentFailed
 from .lang import Recipe
 
 ENV_REPO = "envgen/repoenv"
+REPO_IN_BUILD = f"{images.WORK_DIR}/repo"
+"""Where the task layer checks the repository out: the path the episode's working tree has."""
 FAMILY = "code"
 SNAPSHOT_IDENT = {"GIT_AUTHOR_NAME": "envgen", "GIT_AUTHOR_EMAIL": "envgen@localhost",
                   "GIT_COMMITTER_NAME": "envgen", "GIT_COMMITTER_EMAIL": "envgen@localhost",
@@ -75,11 +77,25 @@ def env_instructions(recipe: Recipe) -> list[str]:
     return ["USER root", *(f"RUN {s.run}" for s in recipe.steps)]
 
 
+def task_instructions(recipe: Recipe) -> list[str]:
+    """The task layer: the snapshot checked out at /work/repo (the path the episode's tree will have), the
+    recipe's task steps run there, then the checkout removed (the episode materialises its own)."""
+    if not recipe.task_steps:
+        return []
+    src = "/opt/envgen/task-src.git"
+    checkout = (f"mkdir -p {REPO_IN_BUILD} && git --git-dir={src} --work-tree={REPO_IN_BUILD} checkout -f HEAD -- . "
+                f"&& git --git-dir={src} --work-tree={REPO_IN_BUILD} reset -q")
+    return ["USER root", f"COPY repo.git {src}", f"RUN {checkout}", *(f"RUN cd {REPO_IN_BUILD} && {s.run}"
+                                                                       for s in recipe.task_steps),
+            f"RUN rm -rf {REPO_IN_BUILD} {src}"]
+
+
 def pack_dockerfile(recipe: Recipe) -> str:
-    """A task pack's env/Dockerfile: the environment's instructions over the family image envgen passes in."""
+    """A task pack's env/Dockerfile: the environment's instructions over the family image envgen passes in,
+    then the task layer (``task_instructions``)."""
     header = (f"# repository environment {recipe.key} ({recipe.language}, {recipe.image_base})\n"
               "ARG ENVGEN_BASE\nFROM ${ENVGEN_BASE}\n")
-    return header + "\n".join(env_instructions(recipe)) + "\n"
+    return header + "\n".join(env_instructions(recipe) + task_instructions(recipe)) + "\n"
 
 
 def env_tag(recipe: Recipe, family: str) -> str:
