@@ -561,7 +561,7 @@ def corpus_entities(
 
 @image_app.command("base")
 def image_base(
-    suite: str = typer.Option("bookworm", "--suite", help="Debian suite: bullseye (3.9), bookworm (3.11), trixie (3.13)."),
+    suite: str = typer.Option("bookworm", "--suite", help="Debian suite: buster (3.7, archived), bullseye (3.9), bookworm (3.11), trixie (3.13)."),
     toolchain: List[str] = typer.Option([], "--toolchain", help="Extra toolchain layer: node, go, jdk, gcc, php."),
     as_json: bool = JsonOpt,
 ):

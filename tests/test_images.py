@@ -49,8 +49,36 @@ def test_base_tag_is_a_content_hash_of_the_recipe(tmp_path, monkeypatch):
     assert images.base_tag() != other
 
 
+def test_the_debian_mirror_comes_from_the_machines_apt_sources_or_the_environment(tmp_path, monkeypatch):
+    lists = tmp_path / "sources.list.d"
+    lists.mkdir()
+    (tmp_path / "sources.list").write_text("# deb http://commented.invalid/debian bookworm main\n"
+                                           "deb [arch=amd64 signed-by=/k.gpg] http://security.invalid/debian-security "
+                                           "bookworm-security main\n")
+    (lists / "debian.sources").write_text("Types: deb\nURIs: http://mirror.invalid/debian/\nSuites: bookworm\n"
+                                          "Components: main\n")
+    (lists / "other.list.disabled").write_text("deb http://disabled.invalid/debian bookworm main\n")
+    monkeypatch.setattr(images, "APT_SOURCES", (tmp_path / "sources.list", lists))
+    monkeypatch.delenv("ENVGEN_DEBIAN_MIRROR", raising=False)
+    monkeypatch.delenv("ENVGEN_DEBIAN_ARCHIVE_MIRROR", raising=False)
+    assert images._apt_mirrors() == ["http://mirror.invalid/debian", "http://security.invalid/debian-security"]
+    assert images.debian_mirror(images.SUITES["bookworm"]) == "http://mirror.invalid/debian"
+    monkeypatch.setenv("ENVGEN_DEBIAN_MIRROR", "http://env.invalid/debian/")
+    assert images.debian_mirror(images.SUITES["bookworm"]) == "http://env.invalid/debian"
+    monkeypatch.setenv("ENVGEN_DEBIAN_ARCHIVE_MIRROR", "http://archive.invalid/debian")
+    assert images.debian_mirror(images.SUITES["buster"]) == "http://archive.invalid/debian"
+    assert images.debian_mirror(images.SUITES["bookworm"]) == "http://env.invalid/debian"
+    tag = images.base_tag()
+    monkeypatch.setenv("ENVGEN_DEBIAN_MIRROR", "http://elsewhere.invalid/debian")
+    assert images.base_tag() == tag, "where the packages come from is not what the image is"
+    monkeypatch.delenv("ENVGEN_DEBIAN_MIRROR")
+    monkeypatch.setattr(images, "APT_SOURCES", (tmp_path / "none",))
+    with pytest.raises(EnvgenError, match="ENVGEN_DEBIAN_MIRROR"):
+        images.debian_mirror(images.SUITES["bookworm"])
+
+
 def test_unknown_suites_and_toolchains_are_one_clear_error():
-    with pytest.raises(EnvgenError, match="unknown suite 'sid'.*bullseye, bookworm, trixie"):
+    with pytest.raises(EnvgenError, match="unknown suite 'sid'.*buster, bullseye, bookworm, trixie"):
         images.base_tag("sid")
     with pytest.raises(EnvgenError, match="unknown toolchain 'rust'"):
         images.build_base("bookworm", ["rust"], client=_FakeClient())

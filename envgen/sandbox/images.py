@@ -59,14 +59,58 @@ class Suite:
     distro: str
     name: str
     python: str
-    mirror: str
+    archived: bool = False
+    """Moved off the regular mirrors to Debian's archive: fetched from ENVGEN_DEBIAN_ARCHIVE_MIRROR."""
 
 
 SUITES = {s.name: s for s in (
-    Suite("debian", "bullseye", "3.9", "http://deb.debian.org/debian"),
-    Suite("debian", "bookworm", "3.11", "http://deb.debian.org/debian"),
-    Suite("debian", "trixie", "3.13", "http://deb.debian.org/debian"),
+    Suite("debian", "buster", "3.7", archived=True),
+    Suite("debian", "bullseye", "3.9"),
+    Suite("debian", "bookworm", "3.11"),
+    Suite("debian", "trixie", "3.13"),
 )}
+APT_SOURCES = (Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d"))
+
+
+def _apt_mirrors() -> list[str]:
+    """Debian mirror URLs this machine's apt uses (one-line ``deb URL SUITE`` and deb822 ``URIs:``), in order,
+    security archives last."""
+    files: list[Path] = []
+    for p in APT_SOURCES:
+        if p.is_dir():
+            files += sorted(f for f in p.iterdir() if f.suffix in (".list", ".sources"))
+        elif p.is_file():
+            files.append(p)
+    found: list[str] = []
+    for f in files:
+        try:
+            text = f.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            line = line.split("#", 1)[0].strip()
+            m = re.match(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)", line) or re.match(r"^URIs:\s*(.+)$", line, re.I)
+            if m:
+                found += [u.rstrip("/") for u in m.group(1).split() if u.startswith(("http://", "https://", "file:"))]
+    seen = list(dict.fromkeys(found))
+    return [u for u in seen if "security" not in u] + [u for u in seen if "security" in u]
+
+
+def debian_mirror(suite: Suite) -> str:
+    """Where debootstrap fetches ``suite``: ENVGEN_DEBIAN_MIRROR (ENVGEN_DEBIAN_ARCHIVE_MIRROR for an archived
+    suite), else the first Debian mirror in this machine's apt sources. Never a host name written here: the
+    machine's own configuration says which mirror it may reach."""
+    if suite.archived and os.environ.get("ENVGEN_DEBIAN_ARCHIVE_MIRROR"):
+        return os.environ["ENVGEN_DEBIAN_ARCHIVE_MIRROR"].rstrip("/")
+    if os.environ.get("ENVGEN_DEBIAN_MIRROR"):
+        return os.environ["ENVGEN_DEBIAN_MIRROR"].rstrip("/")
+    mirrors = _apt_mirrors()
+    if not mirrors:
+        raise InputError("no Debian mirror configured: set ENVGEN_DEBIAN_MIRROR to a Debian mirror URL "
+                          "(none found in /etc/apt/sources.list*)")
+    return mirrors[0]
+
+
 DEFAULT_SUITE = "bookworm"
 
 TOOLCHAINS: dict[str, tuple[str, ...]] = {
@@ -207,7 +251,7 @@ def base_recipe(suite: str = DEFAULT_SUITE, toolchains: Iterable[str] = ()) -> d
     """What a base image is made of; its hash is the tag, so any change here is a new image."""
     s = _suite(suite)
     ca = host_ca_bundle()
-    recipe = {"v": RECIPE_VERSION, "distro": s.distro, "suite": s.name, "mirror": s.mirror, "variant": "minbase",
+    recipe = {"v": RECIPE_VERSION, "distro": s.distro, "suite": s.name, "variant": "minbase",
               "include": list(BASE_PACKAGES),
               "ca": hashlib.sha256(ca.read_bytes()).hexdigest() if ca else None}
     tcs = _toolchains(toolchains)
@@ -263,13 +307,18 @@ def _debootstrap_import(client, suite: Suite, tag: str, log: Log) -> None:
     work = Path(tempfile.mkdtemp(prefix=f"envgen-base-{suite.name}-", dir=os.environ.get("ENVGEN_BUILD_TMP")))
     root = work / "rootfs"
     try:
-        log(f"debootstrap {suite.name} (minbase + {', '.join(BASE_PACKAGES)}) from {suite.mirror}")
+        mirror = debian_mirror(suite)
+        log(f"debootstrap {suite.name} (minbase + {', '.join(BASE_PACKAGES)}) from {mirror}")
         cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", "--components=main",
-               f"--cache-dir={debs}", suite.name, str(root), suite.mirror]
+               f"--cache-dir={debs}", suite.name, str(root), mirror]
+        if suite.archived:
+            cmd.insert(1, "--no-check-gpg")  # the archive's Release files are signed with expired keys
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode != 0:
             lines = (out.stdout + out.stderr).strip().splitlines()
-            raise BuildError(f"debootstrap {suite.name} failed: {' | '.join(lines[-3:]) or 'no output'}")
+            hint = (f"; {suite.name} is archived: set ENVGEN_DEBIAN_ARCHIVE_MIRROR to a mirror of Debian's archive"
+                    if suite.archived and not os.environ.get("ENVGEN_DEBIAN_ARCHIVE_MIRROR") else "")
+            raise BuildError(f"debootstrap {suite.name} failed: {' | '.join(lines[-3:]) or 'no output'}{hint}")
         _install_ca(root)
         for junk in ("var/cache/apt", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/info"):
             p = root / junk
