@@ -72,7 +72,7 @@ class SpecJudgement:
 
 def parse_spec_reply(text: str) -> tuple[int, str]:
     """(score 0-3, reason) from the judge's reply: the last JSON object with a ``score``; ValueError if none."""
-    clean = re.sub(r"<think>.*?</think>", "", text or "", flags=re.S | re.I)
+    clean = re.sub(r"<think>.*?</think>", "", text or "", flags=re.DOTALL | re.IGNORECASE)
     for obj in _objects(clean):
         if "score" not in obj:
             continue

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from ...errors import EnvgenError, InputError
 from ...episodes.episode import Episode
+from ...errors import EnvgenError, InputError
 from ...pack.format import Pack, Task
 from ...sandbox import open_sandbox
 from .packs import SUBMIT, code_packs
@@ -58,25 +59,25 @@ def read_predictions(path: str | Path) -> list[Prediction]:
     except OSError as e:
         raise InputError(f"--predictions {path}: cannot read it ({e.strerror})") from None
     rows: list[tuple[str, Any]] = []
-    stripped = text.lstrip()
-    if stripped.startswith(("[", "{")) and not _is_jsonl(stripped):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
-        if isinstance(data, dict):
-            rows = [(f"{path}: {k!r}", {"instance_id": k, **v} if isinstance(v, dict) else v) for k, v in data.items()]
-        elif isinstance(data, list):
-            rows = [(f"{path}: item {i + 1}", r) for i, r in enumerate(data)]
-        else:
-            raise InputError(f"{path}: expected a JSON list or object of predictions")
-    else:
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError:
+        data = None  # not one JSON document: JSONL
         for lineno, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
                     rows.append((f"{path}:{lineno}", json.loads(line)))
                 except json.JSONDecodeError as e:
                     raise InputError(f"{path}:{lineno}: invalid JSON: {e.msg} (column {e.colno})") from None
+    if isinstance(data, list):
+        rows = [(f"{path}: item {i + 1}", r) for i, r in enumerate(data)]
+    elif isinstance(data, dict) and data and "instance_id" not in data and all(isinstance(v, dict)
+                                                                             for v in data.values()):
+        rows = [(f"{path}: {k!r}", {"instance_id": k, **v}) for k, v in data.items()]  # {instance_id: prediction}
+    elif isinstance(data, dict):
+        rows = [(f"{path}:1", data)]  # one prediction (a one-line JSONL file)
+    elif data is not None:
+        raise InputError(f"{path}: expected JSONL, a JSON list or a JSON object of predictions")
     out: dict[tuple[str, str], Prediction] = {}
     for where, row in rows:
         if not isinstance(row, dict):
@@ -93,18 +94,6 @@ def read_predictions(path: str | Path) -> list[Prediction]:
     if not out:
         raise InputError(f"{path}: no predictions in it")
     return list(out.values())
-
-
-def _is_jsonl(text: str) -> bool:
-    """Whether text that starts with '{' is one object per line (JSONL) rather than one JSON document."""
-    if text.startswith("["):
-        return False
-    first = text.split("\n", 1)[0]
-    try:
-        json.loads(first)
-    except json.JSONDecodeError:
-        return False
-    return True
 
 
 def _tests_status(f2p: list[str], p2p: list[str], details: dict[str, Any]) -> dict[str, dict[str, list[str]]]:
