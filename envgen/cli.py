@@ -315,7 +315,29 @@ def check(
     out.print(f"histogram: {summary['plot']}" + (f"\nkept pack: {summary['kept_pack']}" if summary["kept_pack"] else ""))
 
 
-@app.command("eval")
+class _EvalGroup(typer.core.TyperGroup):
+    """``envgen eval``: pass@k of policies (``envgen eval PACK --policy P``, the default command, also spelled
+    ``envgen eval pass-at-k PACK ...``) or ``envgen eval swebench``: a first argument that names no subcommand
+    is the pass@k command's."""
+
+    default_command = "pass-at-k"
+
+    def route(self, args: list[str]) -> list[str]:
+        """The arguments with the default command's name put first when they do not start with a subcommand."""
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            return [self.default_command, *args]
+        return args
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, self.route(list(args)))
+
+
+eval_app = typer.Typer(cls=_EvalGroup, no_args_is_help=True, help="Evaluate policies or predictions: `envgen eval "
+                       "PACK --policy P` (pass@k) or `envgen eval swebench --predictions FILE DIR`.")
+app.add_typer(eval_app, name="eval")
+
+
+@eval_app.command("pass-at-k")
 def eval_(
     pack: str = typer.Argument(..., help="Pack directory or hf://ORG/NAME."),
     policy: List[str] = typer.Option(..., "--policy", "-p", help=PolicyHelp + " (repeat for several)."),
@@ -348,6 +370,43 @@ def eval_(
     cols = list(next(iter(report.results.values())))
     out.print(_table(f"pass@k on {len(report.sample)} tasks (k={k})", ["policy", *cols],
                      [[name, *[f"{v:.3f}" for v in r.values()]] for name, r in report.results.items()]))
+
+
+@eval_app.command("swebench")
+def eval_swebench(
+    target: Path = typer.Argument(..., help="A code pack, or a `envgen build code` output folder."),
+    predictions: Path = typer.Option(..., "--predictions", help="SWE-bench predictions: JSONL (or a JSON list) of "
+                                     "{instance_id, model_patch, model_name_or_path}."),
+    sandbox: str = typer.Option("docker", "--sandbox", help="docker (each pack's image), or local (this machine's "
+                                "Python: results may differ; a warning says so)."),
+    run_id: str = typer.Option("envgen", "--run-id", help="Names the report: <model>.<run_id>.json."),
+    out_dir: Path = typer.Option(Path("."), "--out", "-o", help="Folder for the report and logs/run_evaluation/."),
+    workers: int = typer.Option(1, "--workers", "-w", envvar="ENVGEN_WORKERS", min=1,
+                                help="Predictions graded at once (one sandbox each)."),
+    as_json: bool = JsonOpt,
+):
+    """Grade SWE-bench predictions with the packs' own tests verifier; write SWE-bench's run report."""
+    from .families.code.swebench_eval import evaluate_predictions, read_predictions
+
+    if sandbox not in ("docker", "local"):
+        raise InputError(f"--sandbox {sandbox!r}: use docker or local")
+    if sandbox == "local":
+        _say("warning: --sandbox local runs the tests with this machine's Python and packages, not the pack's "
+             "image: results may differ from a Docker run")
+    preds = read_predictions(predictions)
+    with _progress("eval swebench", total=len(preds), enabled=not as_json) as advance:
+        reports = evaluate_predictions(target, preds, sandbox=sandbox, run_id=run_id, out_dir=out_dir,
+                                       workers=workers, log=_say, progress=advance)
+    if as_json:
+        _emit_json(reports[0] if len(reports) == 1 else reports)
+        return
+    out.print(_table(f"SWE-bench evaluation ({run_id})", ["model", "total", "submitted", "completed", "resolved",
+                                                          "unresolved", "empty patch", "error", "unknown"],
+                     [[r["model_name_or_path"], r["total_instances"], r["submitted_instances"],
+                       r["completed_instances"], r["resolved_instances"], r["unresolved_instances"],
+                       r["empty_patch_instances"], r["error_instances"], len(r["unknown_ids"])] for r in reports]))
+    for r in reports:
+        out.print(f"report: {r['report_file']}", markup=False, highlight=False)
 
 
 @app.command()

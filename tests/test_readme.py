@@ -294,6 +294,8 @@ def _resolve(line: str) -> list[tuple[tuple[str, ...], set[str]]]:
     words = line.split()[1:]
     group, path = typer.main.get_command(app), []
     while hasattr(group, "list_commands") and words and not words[0].startswith(("-", "[")):
+        if hasattr(group, "route"):  # a group with a default command: `envgen eval PACK` is `envgen eval pass-at-k PACK`
+            words = group.route(words)
         names = group.list_commands(None)
         if words[0] in names:
             group = group.get_command(None, words[0])

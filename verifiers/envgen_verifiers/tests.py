@@ -678,7 +678,8 @@ def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: st
 
     args: base (commit), framework, files (test files to run), FAIL_TO_PASS, PASS_TO_PASS, test_patch
     (file in hidden/), plugins (pytest plugin names recorded at validation; when absent, the ones the
-    environment provides), and optionally python, pythonpath, timeout_s, repo, git_dir, submit_tool.
+    environment provides), and optionally python, pythonpath, timeout_s, repo, git_dir, submit_tool,
+    report_tests (details["tests"]: each FAIL_TO_PASS/PASS_TO_PASS test's outcome, "missing" if unreported).
     """
     submit_tool = args.get("submit_tool", "submit")
     f2p, p2p = list(args.get("FAIL_TO_PASS") or []), list(args.get("PASS_TO_PASS") or [])
@@ -723,6 +724,8 @@ def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: st
                "timed_out": res["timed_out"], "plugins": plugins, "canary": res["canary"]}
     if restored:
         details["restored"] = restored[:20]
+    if args.get("report_tests"):  # per-test outcomes for SWE-bench-style reports (envgen eval swebench)
+        details["tests"] = {t: outcomes.get(t, "missing") for t in f2p + p2p}
     if not trusted:
         details["reason"] = (f"the run reported the canary test, which always fails, as {res['canary']}: "
                              "the test run was taken over")

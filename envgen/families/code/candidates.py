@@ -19,19 +19,45 @@ from .sources import RawInstance, has_commit
 
 @dataclass
 class Filters:
-    """Heuristic filters; the defaults follow SWE-bench's mining (one issue, 1-15 files, code and tests)."""
+    """Heuristic filters run before any container starts; each rejection names its reason.
+
+    The defaults follow SWE-bench's and SWE-rebench's mining: a merged PR that closes one issue, a
+    statement in English that says something in words (not only a link, an image or a paste of code or
+    logs), 1-15 files, the gold patch changing code and the test patch adding tests, size caps.
+    ``swebench_filters()`` keeps only the structural checks for curated SWE-bench files."""
 
     require_merged: bool = True
+    """The PR (or commit) was merged: unmerged work has no trusted fix."""
     require_one_issue: bool = True
     """GitHub only: the PR must close exactly one issue (local history and SWE-bench files have none)."""
     min_problem_chars: int = 40
+    """Characters of the (cleaned) statement; shorter ones cannot specify a behaviour."""
     max_problem_chars: int = 40_000
+    """Longer statements are mostly pasted logs and overflow an agent's first turn."""
+    reject_link_only: bool = True
+    """Reject a statement that is only a link (or links) with no words of its own."""
+    reject_image_only: bool = True
+    """Reject a statement that is only an image (a screenshot) with no words of its own."""
+    min_prose_words: int = 5
+    """Words outside links, images and code a statement needs (below it: "only a link/image/code")."""
+    max_code_share: float = 0.9
+    """Largest share of a statement's non-empty lines that may be code or log (fenced or indented blocks,
+    tracebacks, prompts, timestamped log lines)."""
+    min_latin_share: float = 0.8
+    """Smallest share of the prose's letters that are ASCII Latin: a cheap "written in English" check
+    (catches non-Latin scripts)."""
+    min_english_word_share: float = 0.05
+    """Smallest share of English function words ("the", "is", "when" ...) in prose of at least 20 words:
+    catches Latin-script languages other than English."""
     min_files: int = 1
     max_files: int = 15
+    """Files the whole change touches (gold and test patch together), as in SWE-bench."""
     max_gold_lines: int = 1_000
     """Changed (added + removed) lines in the gold patch."""
     max_test_lines: int = 3_000
+    """Changed lines in the test patch."""
     max_patch_bytes: int = 1_000_000
+    """Bytes of the whole diff (generated files, vendored code)."""
 
 
 @dataclass
@@ -155,6 +181,9 @@ def make_candidate(raw: RawInstance, language: Language, filters: Filters | None
         return reject(f"problem statement too short ({n_chars} < {f.min_problem_chars} characters)")
     if n_chars > f.max_problem_chars:
         return reject(f"problem statement too long ({n_chars} > {f.max_problem_chars} characters)")
+    problem = statement_problem(raw.problem_statement, f)
+    if problem:
+        return reject(problem)
     files = raw.files
     if raw.test_patch is not None:
         try:
@@ -187,8 +216,12 @@ def make_candidate(raw: RawInstance, language: Language, filters: Filters | None
             return reject(f"malformed patch: {e}")
     if not test.strip():
         return reject("no test change")
-    if not gold.strip() or not code_files:
+    if not gold.strip():
         return reject("no code change")
+    if not code_files:
+        return reject("gold patch changes only non-code files", files=[p for p, _ in split_files(gold)][:20])
+    if not any(line.startswith("+") and not line.startswith("+++") for line in test.splitlines()):
+        return reject("test patch only removes lines (no test can go from failing to passing)")
     if changed_lines(gold) > f.max_gold_lines:
         return reject(f"gold patch too large ({changed_lines(gold)} > {f.max_gold_lines} changed lines)")
     if changed_lines(test) > f.max_test_lines:
@@ -206,4 +239,72 @@ def make_candidate(raw: RawInstance, language: Language, filters: Filters | None
 def swebench_filters() -> Filters:
     """SWE-bench files are curated: keep the structural checks only."""
     return Filters(require_one_issue=False, min_problem_chars=0, max_problem_chars=10 ** 9, max_files=10 ** 6,
-                   max_gold_lines=10 ** 9, max_test_lines=10 ** 9, max_patch_bytes=10 ** 12)
+                   max_gold_lines=10 ** 9, max_test_lines=10 ** 9, max_patch_bytes=10 ** 12,
+                   reject_link_only=False, reject_image_only=False, max_code_share=1.0, min_latin_share=0.0,
+                   min_english_word_share=0.0)
+
+
+# ---------------------------------------------------------------- statement content
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)|<img\b[^>]*>|\bhttps?://\S+\.(?:png|jpe?g|gif|webp|svg)\b\S*", re.I)
+_MD_LINK = re.compile(r"\[([^\]]*)\]\((?:[^)]*)\)")
+_URL = re.compile(r"<?\bhttps?://\S+>?|\bwww\.\S+", re.I)
+_LOG_LINE = re.compile(
+    r"^\s*(?:Traceback \(most recent call last\)|File \"[^\"]+\", line \d+|at [\w$.<>]+\(.*\)$|>>> |\.\.\. |\$ |"
+    r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\[?(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\]?[: ]|"
+    r"[\w.]+(?:Error|Exception|Warning): )")
+_WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
+ENGLISH_WORDS = frozenset(
+    "the a an is are was were be been being to of in on at for with by from as and or but not no if when while "
+    "this that these those it its it's i we you he she they there here which what why how does do did doesn't "
+    "don't can can't cannot should would could will won't have has had than then so because".split())
+
+
+def code_lines(text: str) -> tuple[int, int, list[str]]:
+    """(non-empty lines, of which code or log, the prose lines): fenced and indented blocks, tracebacks,
+    shell/REPL prompts and log lines count as code."""
+    total = code = 0
+    prose: list[str] = []
+    fenced = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        if not line.strip():
+            continue
+        total += 1
+        if fenced or line.startswith(("    ", "\t")) or _LOG_LINE.match(line):
+            code += 1
+        else:
+            prose.append(line)
+    return total, code, prose
+
+
+def statement_problem(text: str, f: Filters) -> str | None:
+    """Why a statement cannot specify a task (only a link or an image, mostly code or logs, not English),
+    or None."""
+    total, code, prose_lines = code_lines(text)
+    prose = "\n".join(prose_lines)
+    had_image = bool(_IMAGE.search(prose))
+    prose = _IMAGE.sub(" ", prose)
+    had_link = bool(_URL.search(prose)) or bool(_MD_LINK.search(prose))
+    prose = _URL.sub(" ", _MD_LINK.sub(r"\1", prose))
+    words = _WORD.findall(prose)
+    if len(words) < f.min_prose_words:
+        if f.reject_image_only and had_image:
+            return "problem statement is only an image"
+        if f.reject_link_only and had_link:
+            return "problem statement is only a link"
+    if total and code / total > f.max_code_share:
+        return f"problem statement is mostly code or logs ({round(100 * code / total)}% of its lines)"
+    letters = [c for c in prose if c.isalpha()]
+    if letters:
+        latin = sum(1 for c in letters if c.isascii()) / len(letters)
+        if latin < f.min_latin_share:
+            return f"problem statement is not in English ({round(100 * latin)}% of its letters are Latin)"
+    if len(words) >= 20:
+        share = sum(1 for w in words if w.lower() in ENGLISH_WORDS) / len(words)
+        if share < f.min_english_word_share:
+            return f"problem statement is not in English ({round(100 * share)}% English function words)"
+    return None

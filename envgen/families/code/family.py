@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from ...build.family import BuildOptions, Family, Log, Progress, flag
+from ...build.family import BuildOptions, Family, LLMOptions, Log, Progress, flag
 from ...build.report import BuildReport
 from ...errors import InputError
+from ...llm.client import load_llm
 from .pipeline import build_code
+from .sources import load_issues
 
 
-class CodeOptions(BuildOptions):
+class CodeOptions(LLMOptions, BuildOptions):
     """Options of the code family. ``out`` is a folder that receives one pack per kept task."""
 
     source: str | None = Field(None, description="Where the tasks come from: github:OWNER/REPO, git:PATH or "
@@ -25,6 +27,15 @@ class CodeOptions(BuildOptions):
     gate: bool = Field(True, description="Run the red-team gate on validated tasks.")
     limit: int | None = Field(None, ge=1, description="At most this many source instances.")
     cache_dir: Path | None = Field(None, description="GitHub response and clone cache (default: the cache dir).")
+    issues: Path | None = Field(None, description="git: sources: issue texts (JSON {number: text or {title, body}}, "
+                                                  "or JSONL of {number, title, body}); a commit that closes one of "
+                                                  "them gets its text as the problem statement.")
+    judge_spec: bool = Field(False, description="Score every validated task's statement against its FAIL_TO_PASS "
+                                                "tests with an LLM (well-specified / needs-interpretation / "
+                                                "underspecified, in the task's meta.spec); needs --llm-model or "
+                                                "--llm-config.")
+    min_spec: Literal["well-specified", "needs-interpretation", "underspecified"] | None = Field(
+        None, description="Reject tasks the spec judge scores below this level (implies --judge-spec).")
 
 
 class Code(Family):
@@ -51,6 +62,15 @@ class Code(Family):
             pairs = [p.split("=", 1) for p in options.repo_path]
             paths = dict(pairs) if all(len(p) == 2 for p in pairs) else options.repo_path[0]
         extra: dict[str, Any] = {"log": log} if log is not None else {}
+        if options.issues is not None:
+            extra["issues"] = load_issues(options.issues)
+        if options.judge_spec or options.min_spec:
+            if not options.uses_llm:
+                raise InputError("--judge-spec and --min-spec need a model: pass --llm-model (and --llm-base-url) "
+                                 "or --llm-config")
+            extra["judge_llm"] = load_llm(options.llm_config, base_url=options.llm_base_url,
+                                          model=options.llm_model, api_key=options.llm_api_key)
+            extra["min_spec"] = options.min_spec
         return build_code(source, options.out, repo_path=paths, language=options.language, runs=options.runs,
                           backend="docker" if options.sandbox in ("docker", "auto") else "local", gate=options.gate,
                           limit=options.limit, cache_dir=options.cache_dir, store=options.store,

@@ -121,18 +121,21 @@ def run_timeout(validation: Validation) -> int:
     return int(max(60, math.ceil(validation.max_gold_seconds * 5) + 30))
 
 
-def finalize(pack: Pack, validation: Validation, environment: dict[str, Any] | None = None) -> Pack:
-    """Write the validated test lists, timeouts and the validation record into the pack (in place)."""
+def finalize(pack: Pack, validation: Validation, environment: dict[str, Any] | None = None, *,
+             meta: dict[str, Any] | None = None) -> Pack:
+    """Write the validated test lists, timeouts and the validation record (and ``meta``, e.g. the spec
+    judge's ``spec``) into the pack (in place)."""
     task = pack.tasks[0]
     args = dict(task.verifier.args)
     args["FAIL_TO_PASS"], args["PASS_TO_PASS"] = validation.FAIL_TO_PASS, validation.PASS_TO_PASS
     args["plugins"] = [p["name"] for p in validation.plugins]
     args["timeout_s"] = run_timeout(validation)
-    meta = dict(task.meta)
+    extra, meta = dict(meta or {}), dict(task.meta)
     meta["validation"] = {k: v for k, v in validation.to_dict().items()
                           if k not in ("FAIL_TO_PASS", "PASS_TO_PASS", "instance_id")}
     if environment:
         meta["environment"] = {**meta.get("environment", {}), **environment}
+    meta.update(extra)
     new = task.model_copy(update={"verifier": task.verifier.model_copy(update={"args": args}), "meta": meta})
     manifest = pack.manifest.model_copy(deep=True)
     manifest.limits.step_timeout_s = max(manifest.limits.step_timeout_s, float(args["timeout_s"] + 30))
@@ -158,7 +161,9 @@ def code_packs(path: str | Path) -> list[Pack]:
 
 
 def swebench_row(pack: Pack, task: Task, *, lists_as_strings: bool = True) -> dict[str, Any]:
-    """One SWE-bench instance from a code task (the fields SWE-bench's harness reads)."""
+    """One SWE-bench instance from a code task: every field SWE-bench's harness reads, and for a task built
+    from a SWE-bench file every field that file had (texts verbatim, extra fields included); the test
+    lists are the validated ones."""
     meta = task.meta
     args = task.verifier.args
     sweb = meta.get("swebench") or {}
@@ -166,15 +171,25 @@ def swebench_row(pack: Pack, task: Task, *, lists_as_strings: bool = True) -> di
                                                                                    errors="surrogateescape")
     f2p, p2p = list(args.get("FAIL_TO_PASS") or []), list(args.get("PASS_TO_PASS") or [])
     env = meta.get("environment") or {}
-    return {
+
+    def text(name: str) -> str:
+        value = sweb.get(name)
+        return value if isinstance(value, str) else meta.get(name) or ""
+
+    row = {
         "instance_id": meta.get("instance_id", task.id), "repo": meta.get("repo", ""),
         "base_commit": meta.get("base_commit", ""), "patch": task.reference.patch or "", "test_patch": test_patch,
-        "problem_statement": meta.get("problem_statement", ""), "hints_text": meta.get("hints_text", ""),
-        "created_at": meta.get("created_at", ""), "version": sweb.get("version") or env.get("key", ""),
-        "environment_setup_commit": sweb.get("environment_setup_commit") or meta.get("base_commit", ""),
+        "problem_statement": text("problem_statement"), "hints_text": text("hints_text"),
+        "created_at": text("created_at"),
+        "version": sweb["version"] if sweb.get("version") is not None else env.get("key", ""),
+        "environment_setup_commit": sweb["environment_setup_commit"] if sweb.get("environment_setup_commit")
+        is not None else meta.get("base_commit", ""),
         "FAIL_TO_PASS": json.dumps(f2p) if lists_as_strings else f2p,
         "PASS_TO_PASS": json.dumps(p2p) if lists_as_strings else p2p,
     }
+    for k, v in (meta.get("extra") or {}).items():
+        row.setdefault(k, v)
+    return row
 
 
 def export_swebench(path: str | Path, out: str | Path | None = None, *, lists_as_strings: bool = True) -> list[dict]:

@@ -31,6 +31,8 @@ from .languages import detect_language, get_language
 from .packs import files_after, finalize, slug, stage_pack
 from .sources import GitHub, has_commit, open_source
 from .execution import validate_instance
+from .spec_judge import ROLE, SpecJudge, check_level, meets
+from ...llm.client import LLMClient, LLMConfig, LLMPool
 
 REPORT = "build.json"
 STAGING = ".staging"
@@ -52,14 +54,17 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
                cache_dir: str | Path | None = None, store: Store | str | None = None, github: GitHub | None = None,
                test_timeout_s: float = 300.0, limits: dict[str, Any] | None = None,
                log: Callable[[str], None] = stderr_log,
-               progress: Callable[[str, str], Any] | None = None) -> BuildReport:
+               progress: Callable[[str, str], Any] | None = None, issues: dict[int, Any] | None = None,
+               judge_llm: LLMPool | LLMConfig | None = None, min_spec: str | None = None) -> BuildReport:
     """Build one code pack per task that survives filtering, validation and the red-team gate.
 
     source: ``github:OWNER/REPO``, ``git:PATH`` or ``swebench:FILE``; repo_path: a local clone (or
     {owner/name: path} for a multi-repository SWE-bench file); backend: ``docker`` (validation and gate
     in containers) or ``local`` (subprocesses with this machine's Python, for hosts without Docker);
     runs: repetitions of each side of the validation; limit: at most this many source instances.
-    ``progress(instance_id, outcome)`` is called once per candidate.
+    ``progress(instance_id, outcome)`` is called once per candidate. ``issues``: issue texts for local
+    history ({number: text or {title, body}}). ``judge_llm``: score each validated task's statement with
+    the spec judge (``spec_judge``); ``min_spec``: reject tasks judged below this level (needs judge_llm).
     """
     if backend not in ("docker", "local"):
         raise InputError(f"unknown backend {backend!r}; use docker or local")
@@ -69,6 +74,7 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     out.mkdir(parents=True, exist_ok=True)
     store = store if isinstance(store, Store) else Store(store)
     run_id = "code:" + hashlib.sha256(f"{source}|{out}".encode()).hexdigest()[:20]
+    spec_judge = _spec_judge(judge_llm, min_spec, store, run_id)
     store.open_run(run_id, "build-code", {"source": source, "out": str(out), "runs": runs, "backend": backend})
     if not (out / REPORT).is_file():  # marks the folder as a code build's, so an interrupted one can resume
         (out / REPORT).write_text(json.dumps({"source": source, "status": "running"}) + "\n")
@@ -81,7 +87,7 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
 
     t0 = time.perf_counter()
     src = open_source(source, language=lang_fixed, repo_path=repo_path, cache_dir=cache_dir, github=github,
-                      max_items=limit, log=log)
+                      max_items=limit, log=log, issues=issues)
     raws = list(src.instances())
     if limit is not None:
         raws = raws[:limit]
@@ -111,7 +117,7 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
             try:
                 result = _one(raw, lang_fixed, flt, envs, staging, out, client=client, backend=backend,
                               runs=runs, gate=gate, test_timeout_s=test_timeout_s, limits=limits, log=log,
-                              source=source)
+                              source=source, spec_judge=spec_judge, min_spec=min_spec)
             except Exception as e:
                 store.fail_stage(run_id, key, f"{type(e).__name__}: {e}")
                 store.add_error(run_id, key, type(e).__name__, str(e))
@@ -137,6 +143,19 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     return report
 
 
+def _spec_judge(judge_llm: LLMPool | LLMConfig | None, min_spec: str | None, store: Store, run_id: str):
+    """The spec judge on the pool's ``spec-judge`` model, its paid calls cached in the build store."""
+    if min_spec is not None:
+        check_level(min_spec)
+        if judge_llm is None:
+            raise InputError("--min-spec needs a model for the spec judge: pass --llm-model (and --llm-base-url) "
+                             "or --llm-config")
+    if judge_llm is None:
+        return None
+    config = LLMPool.of(judge_llm).pick(role=ROLE, preferred="default")
+    return SpecJudge(LLMClient(config, cache=store, run_id=run_id))
+
+
 def _still_valid(result: dict | None, out: Path) -> bool:
     if not result:
         return False
@@ -160,7 +179,7 @@ def _record(report: BuildReport, result: dict) -> None:
 
 
 def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gate, test_timeout_s, limits,
-         log, source) -> dict[str, Any]:
+         log, source, spec_judge=None, min_spec=None) -> dict[str, Any]:
     """One candidate through every stage; returns the JSON result the store keeps."""
     stages: dict[str, float] = {}
 
@@ -235,8 +254,16 @@ def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gat
     if not v.accepted:
         return rejected(Rejection(cand.instance_id, "validate", v.reason,
                                   {"flaky": v.flaky, "PASS_TO_FAIL": v.PASS_TO_FAIL, "runs": v.runs}), envs_out)
+    spec = None
+    if spec_judge is not None:  # the statement against the validated FAIL_TO_PASS tests (spec_judge.py)
+        t0 = time.perf_counter()
+        spec = spec_judge.judge(cand.instance_id, cand.problem_statement, v.FAIL_TO_PASS, cand.test_patch).to_dict()
+        _tick(stages, "spec_judge", t0)
+        if not meets(spec["label"], min_spec):
+            return rejected(Rejection(cand.instance_id, "spec", f"problem statement {spec['label']} (--min-spec "
+                                      f"{min_spec}): {spec['reason']}", {"spec": spec}), envs_out)
     pack = finalize(pack, v, {"tag": env_info["tag"], "step_rc": {s["name"]: s["rc"] for s in env_info["steps"]},
-                              "image_sharing": sharing})
+                              "image_sharing": sharing}, meta={"spec": spec} if spec else None)
 
     if gate:
         t0 = time.perf_counter()
@@ -261,4 +288,5 @@ def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gat
             "summary": {"FAIL_TO_PASS": len(v.FAIL_TO_PASS), "PASS_TO_PASS": len(v.PASS_TO_PASS),
                         "flaky": v.flaky, "validation_wall_s": v.wall_seconds, "test_s": v.test_seconds,
                         "image": image, "unique_image_bytes": sharing.get("unique_bytes"), "gate": probes,
-                        "created_at": cand.created_at, "environment": recipe.key}}
+                        "created_at": cand.created_at, "environment": recipe.key,
+                        **({"spec": spec["label"]} if spec else {})}}

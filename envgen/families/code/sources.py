@@ -101,6 +101,108 @@ def has_commit(repo: Path, sha: str) -> bool:
                           capture_output=True).returncode == 0
 
 
+# ---------------------------------------------------------------- names and statements
+
+
+def remote_repo(url: str) -> str | None:
+    """``OWNER/NAME`` of a GitHub/GitLab-style remote URL (https, ssh, scp-like ``git@host:o/n.git``), or None
+    for a local path or an URL without an owner. GitLab subgroups keep the last two parts (``group/sub/name``
+    -> ``sub/name``)."""
+    url = url.strip()
+    if not url:
+        return None
+    m = re.match(r"^(?:[\w.+-]+://)?(?:[^@/\s]+@)?([^/:\s]+)(?::\d+)?[:/](.+)$", url) \
+        if "://" in url else re.match(r"^(?:[^@/\s]+@)?([^/:\s]+):(?!/)(.+)$", url)
+    if not m or url.startswith(("file://", "/", ".", "~")):
+        return None
+    parts = [p for p in m.group(2).strip("/").split("/") if p]
+    if len(parts) < 2:
+        return None
+    owner, name = parts[-2], re.sub(r"\.git$", "", parts[-1])
+    if not re.fullmatch(r"[\w.-]+", owner) or not re.fullmatch(r"[\w.-]+", name) or not name:
+        return None
+    return f"{owner}/{name}"
+
+
+def repo_name(path: Path) -> str:
+    """A local repository's name: ``OWNER/NAME`` parsed from its ``origin`` remote, else the folder's name."""
+    out = subprocess.run(["git", "-C", str(path), "remote", "get-url", "origin"], capture_output=True, text=True)
+    return (remote_repo(out.stdout) if out.returncode == 0 else None) or Path(path).name
+
+
+_TRAILER = re.compile(r"^\s*(?:co-authored-by|signed-off-by|reviewed-by|acked-by|tested-by|reported-by|"
+                      r"suggested-by|helped-by|reviewed-on|change-id|cc)\s*:.*$", re.I)
+_PR_REF = re.compile(r"\s*\((?:#\d+(?:,\s*)?)+\)")
+_MERGE_LINE = re.compile(r"^\s*(?:\*\s*)?Merge (?:(?:remote-tracking )?branch|pull request) .*$", re.I)
+_RULE = re.compile(r"^\s*-{3,}\s*$")
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
+
+
+def clean_commit_message(text: str) -> str:
+    """A commit message without squash-merge noise: trailers (``Co-authored-by:``, ``Signed-off-by:`` ...),
+    PR numbers (``(#123)``), merge lines, ``---`` separators and, in a squash merge (subject ending in a PR
+    number, or several ``* `` paragraphs), the ``* subject`` paragraphs of the squashed commits
+    ("* Add changelog", "* fix typo"): what remains is what the author wrote about the change."""
+    lines = (text or "").replace("\r\n", "\n").split("\n")
+    squash = bool(lines) and bool(_PR_REF.search(lines[0]))
+    paras: list[list[str]] = [[]]
+    for line in lines:
+        if not line.strip():
+            paras.append([])
+        else:
+            paras[-1].append(line)
+    paras = [p for p in paras if p]
+    bullets = sum(1 for p in paras[1:] if p[0].startswith("* "))
+    squash = squash or bullets >= 2
+    kept: list[str] = []
+    for i, para in enumerate(paras):
+        if i > 0 and squash and para[0].startswith("* "):
+            continue  # one squashed commit: its subject and body
+        body = [_PR_REF.sub("", line).rstrip() for line in para
+                if not _TRAILER.match(line) and not _MERGE_LINE.match(line) and not _RULE.match(line)]
+        body = [line for line in body if line.strip()]
+        if body:
+            kept.append("\n".join(body))
+    return "\n\n".join(kept).strip()
+
+
+def issue_text(issue: Any) -> str:
+    """An issue's statement: ``title`` and ``body`` (template comments ``<!-- ... -->`` dropped), or a string."""
+    if isinstance(issue, dict):
+        title, body = str(issue.get("title") or ""), str(issue.get("body") or "")
+        text = f"{title}\n{_HTML_COMMENT.sub('', body).strip()}"
+    else:
+        text = _HTML_COMMENT.sub("", str(issue or ""))
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def load_issues(path: str | Path) -> dict[int, Any]:
+    """Issue texts for a local-history source from JSON (``{"12": "text" | {title, body}}`` or a list of
+    ``{number, title, body}``) or JSONL (one ``{number, title, body}`` per line)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"--issues {path}: cannot read it ({e.strerror})") from None
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            data = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError as e:
+            raise InputError(f"--issues {path}: neither JSON nor JSONL ({e.msg})") from None
+    if isinstance(data, dict):
+        items = list(data.items())
+    elif isinstance(data, list) and all(isinstance(d, dict) and "number" in d for d in data):
+        items = [(d["number"], d) for d in data]
+    else:
+        raise InputError(f"--issues {path}: expected {{number: text}} or a list of {{number, title, body}}")
+    try:
+        return {int(k): v for k, v in items}
+    except (TypeError, ValueError):
+        raise InputError(f"--issues {path}: issue numbers must be integers") from None
+
+
 def ensure_clone(repo: str, repo_path: str | Path | None, cache_dir: Path, url: str | None = None) -> Path:
     """A local clone of ``repo``: ``repo_path`` when given, else ``cache_dir/repos/OWNER__NAME`` (cloned or
     fetched from ``url``, default GitHub)."""
@@ -374,7 +476,7 @@ class GitHubSource:
             if rec.get("merged_at") and clone is None:
                 clone = ensure_clone(self.repo, self.repo_path, self.cache_dir)
             issue = rec["issues"][0] if len(rec["issues"]) == 1 else None
-            problem = f"{issue['title']}\n{issue['body']}".strip() if issue else ""
+            problem = issue_text(issue) if issue else ""
             yield RawInstance(
                 instance_id=f"{owner}__{name}-{n}", repo=self.repo, base_commit=rec.get("base_sha") or "",
                 patch=rec.get("diff") or "", repo_path=clone, problem_statement=problem,
@@ -400,11 +502,12 @@ class LocalGitSource:
     kind = "git"
 
     def __init__(self, path: str | Path, language: Language, *, rev: str = "HEAD", merges: bool = False,
-                 max_count: int | None = None, issues: dict[int, str] | None = None):
+                 max_count: int | None = None, issues: dict[int, Any] | None = None):
         self.path = ensure_clone("", path, Path("."))
         self.language, self.rev, self.merges, self.max_count = language, rev, merges, max_count
-        self.issues = {int(k): v for k, v in (issues or {}).items()}
-        self.name = self.path.name
+        self.issues = {int(k): issue_text(v) for k, v in (issues or {}).items()}
+        self.name = repo_name(self.path)
+        """``OWNER/NAME`` from the origin remote; the folder's name when there is none."""
 
     def instances(self) -> Iterator[RawInstance]:
         args = ["log", "--format=%x1e%H%x00%P%x00%aI%x00%B", "--reverse"]
@@ -425,11 +528,16 @@ class LocalGitSource:
             patch = git_out(self.path, "diff", "--binary", "--full-index", base, sha) if has_tests and has_code else ""
             message = message.strip()
             linked = closing_issues(message, self.name)
-            problem = self.issues[linked[0]] if len(linked) == 1 and linked[0] in self.issues else message
+            issue = self.issues.get(linked[0]) if len(linked) == 1 else None
+            problem = issue if issue is not None else clean_commit_message(message)
+            meta: dict[str, Any] = {"commit": sha, "subject": problem.splitlines()[0] if problem else "",
+                                    "statement_from": "issue" if issue is not None else "commit message"}
+            if issue is not None:
+                meta["issue"] = linked[0]
             yield RawInstance(
-                instance_id=f"{self.name}-{sha[:12]}", repo=self.name, base_commit=base, patch=patch,
-                repo_path=self.path, problem_statement=problem, created_at=date, merged=True, issues=linked,
-                files=files, source="git", meta={"commit": sha, "subject": message.splitlines()[0] if message else ""})
+                instance_id=f"{self.name.replace('/', '__')}-{sha[:12]}", repo=self.name, base_commit=base,
+                patch=patch, repo_path=self.path, problem_statement=problem, created_at=date, merged=True,
+                issues=linked, files=files, source="git", meta=meta)
 
 
 # ---------------------------------------------------------------- SWE-bench files
@@ -516,9 +624,9 @@ class SWEBenchSource:
             repo = row["repo"]
             if repo not in clones:
                 clones[repo] = self._clone(repo)
-            keep = {k: row.get(k) for k in ("version", "environment_setup_commit", "FAIL_TO_PASS", "PASS_TO_PASS")}
-            extra = {k: v for k, v in row.items() if k not in SWEBENCH_FIELDS and k not in keep
-                     and k not in ("hints_text", "created_at")}
+            keep = {k: row.get(k) for k in ("version", "environment_setup_commit", "FAIL_TO_PASS", "PASS_TO_PASS",
+                                             "problem_statement", "hints_text", "created_at") if k in row}
+            extra = {k: v for k, v in row.items() if k not in SWEBENCH_FIELDS and k not in keep}
             yield RawInstance(
                 instance_id=row["instance_id"], repo=repo, base_commit=row["base_commit"], patch=row["patch"],
                 repo_path=clones[repo], test_patch=row["test_patch"], problem_statement=row["problem_statement"],
@@ -528,15 +636,17 @@ class SWEBenchSource:
 
 def open_source(spec: str, *, language: Language | None = None, repo_path: str | Path | None = None,
                 cache_dir: str | Path | None = None, github: GitHub | None = None,
-                max_items: int | None = None, log: Callable[[str], None] = lambda m: None):
-    """The source a CLI spelling names: ``github:OWNER/REPO``, ``git:PATH`` or ``swebench:FILE``."""
+                max_items: int | None = None, log: Callable[[str], None] = lambda m: None,
+                issues: dict[int, Any] | None = None):
+    """The source a CLI spelling names: ``github:OWNER/REPO``, ``git:PATH`` or ``swebench:FILE``;
+    ``issues`` ({number: text or {title, body}}): issue texts for local history (see ``load_issues``)."""
     kind, _, rest = spec.partition(":")
     if not rest:
         raise InputError(f"--from {spec!r}: expected github:OWNER/REPO, git:PATH or swebench:FILE")
     if kind == "github":
         return GitHubSource(rest, repo_path=repo_path, cache_dir=cache_dir, github=github, max_prs=max_items, log=log)
     if kind == "git":
-        return LocalGitSource(rest, language or get_language("python"), max_count=max_items)
+        return LocalGitSource(rest, language or get_language("python"), max_count=max_items, issues=issues)
     if kind == "swebench":
         if not Path(rest).is_file():
             raise InputError(f"--from {spec!r}: no such file {rest}")
