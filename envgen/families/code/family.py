@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from ...build.family import BuildOptions, Family, Log, Progress, flag
 from ...build.report import BuildReport
 from ...errors import InputError
+from ...sandbox.engine import docker_available
+from ...sandbox.images import stderr_log
 from .pipeline import build_code
 
 
 class CodeOptions(BuildOptions):
     """Options of the code family. ``out`` is a folder that receives one pack per kept task."""
 
+    sandbox: Literal["local", "docker", "auto"] = Field(
+        "docker", description="Where validation and the gate run: docker (default: the task image, as episodes "
+                              "see it), auto (docker when an engine answers), or local (this machine's Python; "
+                              "not what a Docker episode sees).",
+        json_schema_extra=flag("--sandbox", envvar="ENVGEN_SANDBOX"))
     source: str | None = Field(None, description="Where the tasks come from: github:OWNER/REPO, git:PATH or "
                                                  "swebench:FILE.", json_schema_extra=flag("--from"))
     repo_path: list[str] = Field(default_factory=list, description="A local clone (PATH, or OWNER/NAME=PATH per "
@@ -25,6 +32,18 @@ class CodeOptions(BuildOptions):
     gate: bool = Field(True, description="Run the red-team gate on validated tasks.")
     limit: int | None = Field(None, ge=1, description="At most this many source instances.")
     cache_dir: Path | None = Field(None, description="GitHub response and clone cache (default: the cache dir).")
+
+
+LOCAL_WARNING = ("code: warning: --sandbox local validates on this machine with its own Python and packages, "
+                 "not in the task image a Docker episode runs in; its test lists may differ")
+
+
+def backend_of(sandbox: str) -> str:
+    """The validation backend of a ``--sandbox`` value: docker unless local is asked for (auto: docker when
+    an engine answers, else local)."""
+    if sandbox == "auto":
+        return "docker" if docker_available() else "local"
+    return "local" if sandbox == "local" else "docker"
 
 
 class Code(Family):
@@ -51,8 +70,11 @@ class Code(Family):
             pairs = [p.split("=", 1) for p in options.repo_path]
             paths = dict(pairs) if all(len(p) == 2 for p in pairs) else options.repo_path[0]
         extra: dict[str, Any] = {"log": log} if log is not None else {}
+        backend = backend_of(options.sandbox)
+        if backend == "local":
+            (log or stderr_log)(LOCAL_WARNING)
         return build_code(source, options.out, repo_path=paths, language=options.language, runs=options.runs,
-                          backend="docker" if options.sandbox in ("docker", "auto") else "local", gate=options.gate,
+                          backend=backend, gate=options.gate,
                           limit=options.limit, cache_dir=options.cache_dir, store=options.store,
                           progress=(lambda task, outcome: progress(1)) if progress else None, **extra)
 

@@ -130,7 +130,7 @@ def finalize(pack: Pack, validation: Validation, environment: dict[str, Any] | N
     args["timeout_s"] = run_timeout(validation)
     meta = dict(task.meta)
     meta["validation"] = {k: v for k, v in validation.to_dict().items()
-                          if k not in ("FAIL_TO_PASS", "PASS_TO_PASS", "instance_id")}
+                          if k not in ("FAIL_TO_PASS", "PASS_TO_PASS", "instance_id", "log_tail")}
     if environment:
         meta["environment"] = {**meta.get("environment", {}), **environment}
     new = task.model_copy(update={"verifier": task.verifier.model_copy(update={"args": args}), "meta": meta})
