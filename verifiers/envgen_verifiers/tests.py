@@ -96,7 +96,7 @@ def _short_message(elem: ET.Element) -> str:
     """A failure's message attribute and the last lines of its text, short (what the failure says)."""
     msg = (elem.get("message") or "").strip()
     lines = [ln for ln in (elem.text or "").strip().splitlines() if ln.strip()]
-    errs = [ln.strip() for ln in lines if ln.startswith("E ")]
+    errs = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
     tail = " | ".join(errs[-3:] if errs else lines[-2:])
     text = msg if not tail or tail in msg else (f"{msg} | {tail}" if msg else tail)
     return text[:MESSAGE_CHARS]
@@ -356,7 +356,7 @@ def _is_test_module(path: str) -> bool:
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
 
-def test_patch_changes(tree: str, test_patch: str, files: list[str]) -> dict:
+def changed_by_test_patch(tree: str, test_patch: str, files: list[str]) -> dict:
     """What the test patch adds or changes, as tests: {"files": {run file: "all" | ["Class::test", ...]},
     "dirs": [directory whose every test counts as changed]}; read from the tree after the test patch.
 
@@ -395,10 +395,11 @@ def test_patch_changes(tree: str, test_patch: str, files: list[str]) -> dict:
                 where = _enclosing(spans, no)
                 whole = whole or not where
                 names.add(where)
+        replaced = {no for no, text in d["added"] if _code(text)}
         for no, texts in d["removed"]:
             code = [t for t in texts if _code(t)]
-            if not code:
-                continue
+            if not code or no in replaced:
+                continue  # a replacement is judged by the lines that replace it
             if not code[0][:1].isspace():
                 whole = True  # a top-level statement or definition went
                 continue
@@ -430,7 +431,7 @@ def split_test_id(test_id: str, files: list[str] = ()) -> tuple:
 
 
 def is_changed(test_id: str, changes: dict, files: list[str] = ()) -> bool:
-    """Whether the test patch adds or changes this test (see ``test_patch_changes``)."""
+    """Whether the test patch adds or changes this test (see ``changed_by_test_patch``)."""
     path, names = split_test_id(test_id, files)
     if any(d == "" or path.startswith(d + "/") for d in changes.get("dirs", ())):
         return True
@@ -967,7 +968,14 @@ def run_tests(tree: str, framework: str, files: list[str], *, python: str | None
             elif outcomes.get(k) not in FAILING:
                 outcomes[k] = v
         messages.update({k: v for k, v in part["messages"].items() if tok not in k})
-    not_run = {k: v for k, v in not_run.items() if tok not in k}
+    roots = {tree.rstrip("/") + "/", os.path.realpath(tree) + "/"}
+
+    def rel(line: str) -> str:  # errors name files as the repository does, not where this run put it
+        for r in roots:
+            line = line.replace(r, "")
+        return line
+
+    not_run = {k: rel(v) for k, v in not_run.items() if tok not in k}
     canary_outcome = None if not canaries else (
         "missing" if not seen else next((o for o in sorted(seen) if o not in FAILING), min(seen)))
     text = joint["text"]
@@ -975,7 +983,7 @@ def run_tests(tree: str, framework: str, files: list[str], *, python: str | None
            "source": joint["source"], "rc": joint["rc"], "timed_out": any(p["timed_out"] for p in parts),
            "seconds": round(sum(p["seconds"] for p in parts), 4), "tail": text[-TAIL_CHARS:], "reruns": reruns}
     if not outcomes or not_run:
-        res["error_line"] = first_error(text) or next(iter(not_run.values()), "")
+        res["error_line"] = rel(first_error(text)) or next(iter(not_run.values()), "")
     return res
 
 
@@ -1082,7 +1090,7 @@ def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: st
 def matrix(spec: dict) -> dict:
     """Run the test files ``runs`` times per mode, each from a clean reset and staged as a submission
     would be (``stage``); the host judges. Also reports the pytest plugins the environment provides,
-    what the test patch changes (``changes``, see ``test_patch_changes``) and the reported tests it
+    what the test patch changes (``changes``, see ``changed_by_test_patch``) and the reported tests it
     does not add or change (``unchanged``).
 
     spec: git_dir (to copy into work), work, base, framework, files, python, pythonpath, timeout_s,
@@ -1116,7 +1124,7 @@ def matrix(spec: dict) -> dict:
                 runs.append(rec)
                 continue
             if changes is None:  # the test files are base + test patch in every staged tree
-                changes = test_patch_changes(tree, test_patch or "", spec["files"])
+                changes = changed_by_test_patch(tree, test_patch or "", spec["files"])
             res = run_tests(tree, spec["framework"], spec["files"], python=spec.get("python"), pythonpath=pythonpath,
                             timeout_s=float(spec.get("timeout_s", 300)), plugins=plugins)
             rec.update(res)

@@ -22,7 +22,7 @@ recorded for the verifier.
   turn every test into FAIL_TO_PASS.
 
 A task needs at least one FAIL_TO_PASS test, every one of them a test the test patch adds or changes
-(the kit's ``test_patch_changes``), no PASS_TO_FAIL test, gold runs that ran tests, and runs whose
+(the kit's ``changed_by_test_patch``), no PASS_TO_FAIL test, gold runs that ran tests, and runs whose
 canary test failed (a project whose own configuration reports a failing test as passing cannot be
 judged by its tests). Each rejection reason starts with its kind (``tests did not run``, ``no
 FAIL_TO_PASS test``, ``PASS_TO_FAIL``, ``flaky``, ...) so build reports group them.
