@@ -22,13 +22,13 @@ from envgen.pack import load
 from envgen.paths import bundled
 
 sys.path.insert(0, str(bundled("verifiers")))
-from envgen_verifiers.tests import (  # noqa: E402
+from envgen_verifiers.tests import (
+    changed_by_test_patch,
     first_error,
     is_changed,
     parse_junit,
     parse_pytest_summary,
     run_tests,
-    changed_by_test_patch,
 )
 
 try:
@@ -153,8 +153,8 @@ def test_junit_keeps_failure_messages_and_the_files_that_did_not_collect():
 
 
 @pytest.mark.parametrize("output, line", [
-    ("ImportError while loading conftest '/w/repo/tests/conftest.py'.\ntests/conftest.py:1: in <module>\n"
-     "    import yaml\nE   ModuleNotFoundError: No module named 'yaml'\n",
+    (("ImportError while loading conftest '/w/repo/tests/conftest.py'.\ntests/conftest.py:1: in <module>\n"
+      "    import yaml\nE   ModuleNotFoundError: No module named 'yaml'\n"),
      "ImportError while loading conftest '/w/repo/tests/conftest.py': ModuleNotFoundError: No module named 'yaml'"),
     ("ERROR: usage: pytest [options] [file_or_dir]\npytest: error: unrecognized arguments: --bogus\n",
      "pytest: error: unrecognized arguments: --bogus"),
@@ -270,6 +270,10 @@ def test_rejections_say_why_and_keep_the_log(meter):
 
 
 def test_the_resume_key_redoes_what_changed_and_resumes_what_did_not(meter):
+    from envgen.families.code.lang import RepoView, Step
+    from envgen.families.code.pipeline import kit_version, task_key
+    from envgen.families.code.python import Python
+
     root, shas, first = meter
 
     def again(**kw):
@@ -277,14 +281,20 @@ def test_the_resume_key_redoes_what_changed_and_resumes_what_did_not(meter):
                           gate=False, log=lambda m: None, **{"runs": 1, **kw})
     same = again()
     assert same.details["resumed"] == 3 and same.rejected_by_reason == first.rejected_by_reason
-    assert again(python="3.12").details["resumed"] == 0  # an interpreter override changes every key
-    assert again(runs=2).details["resumed"] == 0
-    assert again(test_timeout_s=120).details["resumed"] == 0
+    assert again(runs=2).details["resumed"] == 0  # redone, then resumed under its own key
     assert again(runs=2).details["resumed"] == 3
+    settings = {"backend": "local", "python": None, "runs": 1, "test_timeout_s": 300.0, "kit": kit_version()}
+    recipe = Python().recipe(RepoView(root / "meter", shas["initial"]))
+    key = task_key("t", settings, recipe)
+    assert key == task_key("t", dict(settings), Python().recipe(RepoView(root / "meter", shas["initial"])))
+    for change in ({"backend": "docker"}, {"python": "3.12"}, {"test_timeout_s": 120.0}, {"kit": "0" * 16}):
+        assert task_key("t", {**settings, **change}, recipe) != key, change
+    recipe.task_steps = [*recipe.task_steps, Step("extra", "true")]
+    assert task_key("t", settings, recipe) != key  # the recipe's task steps
 
 
 def test_build_code_validates_in_docker_unless_asked_and_warns_when_local(meter, tmp_path):
-    root, shas, _ = meter
+    root, _, _ = meter
     assert FAMILY.options(out=tmp_path / "o", source="git:x").sandbox == "docker"
     logged = []
     opts = FAMILY.options(out=tmp_path / "o", source=f"git:{root / 'meter'}", sandbox="local", runs=1, gate=False,

@@ -47,7 +47,7 @@ def test_a_broken_sibling_at_base_keeps_the_right_lists_and_network_tests_are_li
 
 
 def test_tests_that_never_run_and_stale_fail_to_pass_tests_are_rejected_with_their_reason(built):
-    root, shas, report = built
+    root, shas, _ = built
     written = json.loads((root / "out" / "build.json").read_text())
     by_task = {r["task"]: r for r in written["rejections"]}
     fmt = by_task[f"meter-{shas['fmt'][:12]}"]

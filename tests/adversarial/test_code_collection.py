@@ -5,13 +5,12 @@ broken file's tests are missing from the report, and missing means failed: rewar
 from __future__ import annotations
 
 import pytest
+from code_repo import make_meter_repo
 
 from envgen.episodes.episode import Episode
 from envgen.families.code import build_code
 from envgen.pack import load
 from envgen.sandbox import open_sandbox
-
-from code_repo import make_meter_repo
 
 SUBTRACT_ONLY = """diff --git a/src/meter/core.py b/src/meter/core.py
 --- a/src/meter/core.py
@@ -34,7 +33,7 @@ BREAK_IMPORT = SUBTRACT_ONLY.replace("+    return a - b\n", "+    return a - b\n
 @pytest.fixture(scope="module")
 def pack(tmp_path_factory):
     root = tmp_path_factory.mktemp("meter-adv")
-    shas = make_meter_repo(root / "meter")
+    make_meter_repo(root / "meter")
     report = build_code(f"git:{root / 'meter'}", root / "out", backend="local", store=root / "s.sqlite", gate=False,
                         runs=1, log=lambda m: None)
     return load(root / "out" / report.packs[0])
