@@ -314,3 +314,127 @@ def make_tally_repo(root: Path) -> dict[str, str]:
                   + "\n\ndef test_spread(samples):\n    assert spread(samples) == 8\n"})
     shas["fix"] = _commit(root, TALLY_FIX_MSG, 2)
     return shas
+
+
+# ---------------------------------------------------------------- meter: what honest validation must report
+
+METER_CORE = '''\
+"""Measurements for meter."""
+
+
+def add(a, b):
+    return a + b
+
+
+def subtract(a, b):
+    return b - a
+
+
+def halve(x):
+    return x // 2
+'''
+
+METER_TESTS = '''\
+import socket
+
+from meter.core import add, halve
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_add_floats():
+    assert add(0.5, 0.25) == 0.75
+
+
+def test_lookup_remote_units():
+    # needs the network: validation runs have none
+    socket.getaddrinfo("units.example.invalid", 443)
+
+
+def test_halve():
+    # fails at every commit until "Make halve exact": its test patch does not touch it
+    assert halve(3) == 1.5
+'''
+
+METER_EXTRA_CONFTEST = '''\
+import pytest
+
+from meter.core import power
+
+
+@pytest.fixture
+def square():
+    return lambda x: power(x, 2)
+'''
+
+METER_EXTRA_TESTS = '''\
+from meter.core import power
+
+
+def test_power():
+    assert power(2, 10) == 1024
+
+
+def test_square(square):
+    assert square(7) == 49
+'''
+
+METER_FMT_TESTS = '''\
+import nosuchdep
+
+from meter.core import fmt
+
+
+def test_fmt():
+    assert fmt(1.5) == nosuchdep.format(1.5)
+'''
+
+METER_FIX_MSG = """Fix subtract's sign and add power() with its own test folder
+
+subtract(5, 3) returned -2; power(2, 10) is new. The new tests/extra folder has a
+conftest that imports power, so at the base commit it does not import."""
+
+METER_FMT_MSG = """Add fmt() to format a measurement, tested against nosuchdep
+
+fmt(1.5) gives the same text as nosuchdep.format, a package this environment lacks."""
+
+METER_HALVE_MSG = """Make halve exact for odd numbers and check add with negatives
+
+halve(3) returned 1 (floor division); it now returns 1.5."""
+
+
+def make_meter_repo(root: Path) -> dict[str, str]:
+    """``meter`` (src layout, pytest): three candidates, each a real-world validation trap.
+
+    - ``fix``: fixes ``subtract`` (``test_subtract`` added to tests/test_core.py) and adds ``power``
+      with a new folder tests/extra whose conftest imports ``power``: at base that conftest does not
+      import and a joint pytest session stops before any test runs. Right lists: FAIL_TO_PASS =
+      test_subtract and tests/extra's tests, PASS_TO_PASS = test_add, test_add_floats; at every
+      commit test_lookup_remote_units needs the network and test_halve fails on both sides;
+    - ``fmt``: a test file that imports a module the environment lacks: its tests never run;
+    - ``halve``: fixes ``halve`` but its test patch changes only ``test_add``: the FAIL_TO_PASS test
+      (test_halve) is one the test patch does not add or change.
+    Returns {"initial", "fix", "fmt", "halve": sha}."""
+    root.mkdir(parents=True, exist_ok=True)
+    _git(root, "init", "-q", "-b", "main")
+    _write(root, {"pyproject.toml": PYPROJECT.replace('name = "calc"', 'name = "meter"')
+                  .replace("A tiny calculator", "Measurements"), "README.md": "# meter\n",
+                  "src/meter/__init__.py": '"""meter."""\n', "src/meter/core.py": METER_CORE,
+                  "tests/test_core.py": METER_TESTS})
+    shas = {"initial": _commit(root, "meter: add, subtract and halve, with tests for each of them", 1)}
+    core = METER_CORE.replace("return b - a", "return a - b") + (
+        "\n\ndef power(a, n):\n    result = 1\n    for _ in range(n):\n        result *= a\n    return result\n")
+    tests = METER_TESTS + "\n\ndef test_subtract():\n    from meter.core import subtract\n    assert subtract(5, 3) == 2\n"
+    _write(root, {"src/meter/core.py": core, "tests/test_core.py": tests,
+                  "tests/extra/conftest.py": METER_EXTRA_CONFTEST, "tests/extra/test_power.py": METER_EXTRA_TESTS})
+    shas["fix"] = _commit(root, METER_FIX_MSG, 2)
+    core += "\n\ndef fmt(x):\n    return f\"{x:g}\"\n"
+    _write(root, {"src/meter/core.py": core, "tests/test_fmt.py": METER_FMT_TESTS})
+    shas["fmt"] = _commit(root, METER_FMT_MSG, 3)
+    _write(root, {"src/meter/core.py": core.replace("return x // 2", "return x / 2"),
+                  "tests/test_core.py": tests.replace("    assert add(2, 3) == 5\n",
+                                                      "    assert add(2, 3) == 5\n    assert add(-1, 1) == 0\n")})
+    shas["halve"] = _commit(root, METER_HALVE_MSG, 4)
+    return shas

@@ -209,7 +209,7 @@ def test_classify_lists_flaky_missing_and_pass_to_fail():
     got = classify(runs)
     assert got["FAIL_TO_PASS"] == ["t::f2p", "t::new"] and got["PASS_TO_PASS"] == ["t::p2p"]
     assert got["PASS_TO_FAIL"] == ["t::p2f"] and got["flaky"] == ["t::flaky"] and got["skipped"] == ["t::skip"]
-    assert got["fail_to_fail"] == 1
+    assert got["fail_to_fail"] == ["t::f2f"] and got["network"] == []
     v = judge("x", {"runs": runs}, 3)
     assert not v.accepted and v.reason.startswith("PASS_TO_FAIL: the gold patch breaks 1 passing test(s): t::p2f")
     assert v.test_seconds == 3.0 and len(v.runs) == 6

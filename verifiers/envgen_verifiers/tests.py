@@ -22,6 +22,7 @@ runner's own summary lines are parsed (pytest ``-rA``, unittest ``-v``).
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -55,6 +56,8 @@ PY_SUFFIXES = (".py", ".pyc", ".pyo", ".pyw", ".so", ".pyd")
 TEST_DIRS = ("tests", "test", "testing")
 """Directory names whose subtree, when it holds a run test file, belongs to the tests (helpers, data)."""
 TAIL_CHARS = 3000
+MESSAGE_CHARS = 500
+"""A failing test's message as reports keep it (enough to tell a network error from an assertion)."""
 
 
 class PatchError(ValueError):
@@ -89,8 +92,31 @@ def _junit_id(case: ET.Element, files: list[str]) -> str | None:
     return "::".join([*parts, name])
 
 
-def parse_junit(text: str, files: list[str] = ()) -> dict[str, str]:
-    """{test id: outcome} from JUnit XML (pytest's, or any runner's); raises ValueError if it is not JUnit."""
+def _short_message(elem: ET.Element) -> str:
+    """A failure's message attribute and the last lines of its text, short (what the failure says)."""
+    msg = (elem.get("message") or "").strip()
+    lines = [ln for ln in (elem.text or "").strip().splitlines() if ln.strip()]
+    errs = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
+    tail = " | ".join(errs[-3:] if errs else lines[-2:])
+    text = msg if not tail or tail in msg else (f"{msg} | {tail}" if msg else tail)
+    return text[:MESSAGE_CHARS]
+
+
+def _run_file_of(case: ET.Element, files: list[str]) -> str:
+    """The run file a collection-error entry names (its ``file`` attribute, or its dotted module name)."""
+    path = (case.get("file") or "").replace("\\", "/")
+    if path:
+        return path
+    name = case.get("name") or ""
+    return next((f for f in files if _module_of(f) == name), name.replace(".", "/") + ".py")
+
+
+def parse_junit(text: str, files: list[str] = (), messages: dict | None = None,
+                not_run: dict | None = None) -> dict[str, str]:
+    """{test id: outcome} from JUnit XML (pytest's, or any runner's); raises ValueError if it is not JUnit.
+
+    messages: filled with {test id: short failure message} for failing tests; not_run: filled with
+    {run file: error} for files that failed to collect (pytest's entries without a classname)."""
     root = ET.fromstring(text)
     if root.tag not in ("testsuites", "testsuite"):
         raise ValueError(f"not a JUnit report (root element {root.tag!r})")
@@ -98,26 +124,33 @@ def parse_junit(text: str, files: list[str] = ()) -> dict[str, str]:
     for case in root.iter("testcase"):
         tid = _junit_id(case, list(files))
         if tid is None:
+            bad = next((c for c in case if c.tag in ("error", "failure")), None)
+            if bad is not None and not_run is not None:
+                not_run[_run_file_of(case, list(files))] = first_error(bad.text or "") or _short_message(bad)
             continue
-        status = PASSED
+        status, bad = PASSED, None
         for child in case:
             if child.tag == "failure":
-                status = FAILED
+                status, bad = FAILED, child
             elif child.tag == "error":
-                status = ERROR
+                status, bad = ERROR, child
             elif child.tag == "skipped":
                 status = XFAIL if (child.get("type") or "").endswith("xfail") else SKIPPED
         if out.get(tid) in FAILING and status not in FAILING:
             continue  # a test with a passing call and a failing teardown is reported twice: it failed
         out[tid] = status
+        if messages is not None and bad is not None:
+            messages[tid] = _short_message(bad)
     return out
 
 
-_RA = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s+(\S+::\S.*?)(?:\s+-\s+.*)?$")
+_RA = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s+(\S+::\S.*?)(?:\s+-\s+(.*))?$")
+_RA_MODULE = re.compile(r"^ERROR\s+([^\s:]+)(?:\s+-\s+(.*))?$")
 
 
-def parse_pytest_summary(text: str) -> dict[str, str]:
-    """{node id: outcome} from pytest's ``-rA`` short summary lines (``PASSED tests/x.py::test_a``)."""
+def parse_pytest_summary(text: str, messages: dict | None = None, not_run: dict | None = None) -> dict[str, str]:
+    """{node id: outcome} from pytest's ``-rA`` short summary lines (``PASSED tests/x.py::test_a``);
+    ``FAILED id - message`` fills ``messages``, ``ERROR tests/x.py`` (a collection error) ``not_run``."""
     mapping = {"PASSED": PASSED, "FAILED": FAILED, "ERROR": ERROR, "XFAIL": XFAIL, "XPASS": PASSED,
                "SKIPPED": SKIPPED}
     out: dict[str, str] = {}
@@ -127,6 +160,12 @@ def parse_pytest_summary(text: str) -> dict[str, str]:
             status = mapping[m.group(1)]
             if out.get(m.group(2)) not in FAILING:
                 out[m.group(2)] = status
+                if messages is not None and status in FAILING and m.group(3):
+                    messages[m.group(2)] = m.group(3)[:MESSAGE_CHARS]
+            continue
+        m = _RA_MODULE.match(line.strip())
+        if m and not_run is not None and m.group(1) not in not_run:
+            not_run[m.group(1)] = (m.group(2) or "collection error")[:MESSAGE_CHARS]
     return out
 
 
@@ -153,18 +192,255 @@ def parse_unittest_verbose(text: str) -> dict[str, str]:
     return out
 
 
-def parse_report(framework: str, junit_text: str | None, output: str, files: list[str] = ()) -> tuple[dict, str]:
-    """(outcomes, source): JUnit XML when there is a usable report, else the framework's summary lines."""
+def parse_report(framework: str, junit_text: str | None, output: str, files: list[str] = (),
+                 messages: dict | None = None, not_run: dict | None = None) -> tuple[dict, str]:
+    """(outcomes, source): JUnit XML when there is a usable report, else the framework's summary lines.
+    ``messages`` and ``not_run`` are filled as ``parse_junit`` says."""
     if junit_text:
         try:
-            res = parse_junit(junit_text, files)
-            if res:
+            msgs: dict = {}
+            missing: dict = {}
+            res = parse_junit(junit_text, files, msgs, missing)
+            if res or missing:
+                if messages is not None:
+                    messages.update(msgs)
+                if not_run is not None:
+                    not_run.update(missing)
                 return res, "junit"
         except (ET.ParseError, ValueError):
             pass
     if framework == "unittest":
         return parse_unittest_verbose(output), "unittest-verbose"
-    return parse_pytest_summary(output), "pytest-rA"
+    return parse_pytest_summary(output, messages, not_run), "pytest-rA"
+
+
+_E_LINE = re.compile(r"^E\s+(\S.*)$")
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b:?.*)$")
+
+
+def first_error(text: str) -> str:
+    """The first line of a test run's output that says why tests did not run: a conftest that does not
+    import, a usage error, a module that fails to collect, else the first exception line; "" if none."""
+    lines = [ln.rstrip() for ln in text.splitlines()]
+
+    def e_after(i: int) -> str:
+        for ln in lines[i + 1:i + 60]:
+            m = _E_LINE.match(ln)
+            if m:
+                return m.group(1).strip()
+        return ""
+
+    for i, ln in enumerate(lines):
+        s = ln.strip()
+        if s.startswith("ImportError while loading conftest"):
+            return f"{s.rstrip('.')}: {e_after(i)}".rstrip(": ")[:MESSAGE_CHARS]
+    for s in (ln.strip() for ln in lines):
+        if s.startswith(("ERROR: file or directory not found", "ERROR: not found", "pytest: error:",
+                         "__main__.py: error:", "ERROR: usage:")) and "usage:" not in s[6:13]:
+            return s[:MESSAGE_CHARS]
+        if re.match(r"^[\w.-]+: error: ", s):
+            return s[:MESSAGE_CHARS]
+    for i, ln in enumerate(lines):
+        m = re.match(r"^_+ ERROR collecting (\S+) _+$", ln.strip())
+        if m:
+            return f"{m.group(1)}: {e_after(i) or 'collection error'}"[:MESSAGE_CHARS]
+    for ln in lines:
+        m = _E_LINE.match(ln)
+        if m and _EXC_LINE.match(m.group(1).strip()):
+            return m.group(1).strip()[:MESSAGE_CHARS]
+    for ln in lines:
+        if _EXC_LINE.match(ln.strip()) and ":" in ln:
+            return ln.strip()[:MESSAGE_CHARS]
+    rest = [ln.strip() for ln in lines if ln.strip()]
+    return rest[-1][:MESSAGE_CHARS] if rest else ""
+
+
+# ---------------------------------------------------------------- which tests the test patch changes
+
+
+def _diff_lines(text: str) -> dict:
+    """{path after the patch: {"new": bool, "added": [(line, text)], "removed": [(line, [texts])]}} of a
+    git diff: the new-side numbers of added lines, and where (new-side line) each run of removed lines was."""
+    out: dict = {}
+    cur = None
+    new_no = 0
+    minus = ""
+    pending: list = []
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("diff --git "):
+            cur = {"new": False, "added": [], "removed": [], "path": None}
+            m = re.match(r"^diff --git a/(.+?) b/(.+)$", line)
+            if m:
+                cur["path"] = m.group(2)
+                out[m.group(2)] = cur
+        elif cur is not None and line.startswith("new file mode"):
+            cur["new"] = True
+        elif line.startswith("--- "):
+            minus = line[4:].split("\t")[0].strip()
+            if cur is not None and not cur.get("plain") and minus == "/dev/null":
+                cur["new"] = True
+        elif line.startswith("+++ ") and (cur is None or cur.get("plain")):  # a plain unified diff
+            p = line[4:].split("\t")[0].strip()
+            p = p[2:] if p[:2] in ("a/", "b/") else p
+            cur = out.setdefault(p, {"new": minus == "/dev/null", "added": [], "removed": [], "path": p,
+                                     "plain": True})
+        elif line.startswith("@@") and cur is not None:
+            m = _HUNK.match(line)
+            if not m:
+                i += 1
+                continue
+            new_no = int(m.group(3))
+            n_old = int(m.group(2)) if m.group(2) is not None else 1
+            n_new = int(m.group(4)) if m.group(4) is not None else 1
+            pending = []
+            i += 1
+            while i < len(lines) and (n_old > 0 or n_new > 0):
+                body = lines[i]
+                tag = body[:1]
+                if tag == "-":
+                    pending.append(body[1:])
+                    n_old -= 1
+                elif tag in ("+", " ", ""):
+                    if pending:
+                        cur["removed"].append((new_no, pending))
+                        pending = []
+                    if tag == "+":
+                        cur["added"].append((new_no, body[1:]))
+                    else:
+                        n_old -= 1
+                    n_new -= 1
+                    new_no += 1
+                i += 1
+            if pending:
+                cur["removed"].append((new_no, pending))
+            continue
+        i += 1
+    return out
+
+
+def _spans(tree: ast.AST) -> list:
+    """[(qualified name parts, first line, last line)] of the module's classes and functions: a class's
+    methods and nested classes, a function as a whole (decorators included)."""
+    out = []
+
+    def walk(body, prefix):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                name = (*prefix, node.name)
+                out.append((name, start, getattr(node, "end_lineno", None) or start))
+                if isinstance(node, ast.ClassDef):
+                    walk(node.body, name)
+    walk(tree.body, ())
+    return out
+
+
+def _enclosing(spans: list, line: int) -> tuple:
+    best: tuple = ()
+    for name, start, end in spans:
+        if start <= line <= end and len(name) > len(best):
+            best = name
+    return best
+
+
+def _code(text: str) -> bool:
+    s = text.strip()
+    return bool(s) and not s.startswith("#")
+
+
+def _is_test_module(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def changed_by_test_patch(tree: str, test_patch: str, files: list[str]) -> dict:
+    """What the test patch adds or changes, as tests: {"files": {run file: "all" | ["Class::test", ...]},
+    "dirs": [directory whose every test counts as changed]}; read from the tree after the test patch.
+
+    A new file, a non-Python run file, a file that does not parse, and any code line changed at module
+    level (imports, constants, module-level fixtures, a removed or renamed test) change every test of
+    the file; a line inside a class but outside its methods changes every test of the class; a line
+    inside a function (its decorators, hence its parametrization, included) changes that function.
+    Blank and comment-only lines change nothing. A conftest.py, helper module or data file the patch
+    touches (anything but a test module) changes every test under its directory.
+    """
+    diff = _diff_lines(test_patch)
+    changed: dict = {}
+    dirs: list = []
+    for path, d in diff.items():
+        if path not in files:
+            if not _is_test_module(path) or path.rsplit("/", 1)[-1] == "conftest.py":
+                parent = path.rsplit("/", 1)[0] if "/" in path else ""
+                if parent not in dirs:
+                    dirs.append(parent)
+            continue
+        if d["new"] or not path.endswith(".py"):
+            changed[path] = "all"
+            continue
+        try:
+            with open(os.path.join(tree, path), encoding="utf-8", errors="surrogateescape") as f:
+                source = f.read()
+            spans = _spans(ast.parse(source))
+        except (OSError, SyntaxError, ValueError):
+            changed[path] = "all"
+            continue
+        src_lines = source.splitlines()
+        names: set = set()
+        whole = False
+        for no, text in d["added"]:
+            if _code(text):
+                where = _enclosing(spans, no)
+                whole = whole or not where
+                names.add(where)
+        replaced = {no for no, text in d["added"] if _code(text)}
+        for no, texts in d["removed"]:
+            code = [t for t in texts if _code(t)]
+            if not code or no in replaced:
+                continue  # a replacement is judged by the lines that replace it
+            if not code[0][:1].isspace():
+                whole = True  # a top-level statement or definition went
+                continue
+            above = no - 1  # indented code belongs to the block of the code line above it
+            while above > 0 and above <= len(src_lines) and not _code(src_lines[above - 1]):
+                above -= 1
+            where = _enclosing(spans, above) if above > 0 else ()
+            whole = whole or not where
+            names.add(where)
+        changed[path] = "all" if whole else sorted("::".join(n) for n in names if n)
+    return {"files": changed, "dirs": sorted(dirs)}
+
+
+def split_test_id(test_id: str, files: list[str] = ()) -> tuple:
+    """(run file, [names]) of a test id: ``path::Class::test[param]`` (the parameters dropped) or a
+    unittest id ``pkg.module.Class.test`` matched to the run file whose module it names."""
+    if "::" in test_id:
+        path, *names = test_id.split("::")
+    else:
+        path, names = "", test_id.split(".")
+        for f in sorted(files, key=len, reverse=True):
+            mod = _module_of(f)
+            if test_id.startswith(mod + "."):
+                path, names = f, test_id[len(mod) + 1:].split(".")
+                break
+    if names:
+        names[-1] = names[-1].split("[", 1)[0]
+    return path, names
+
+
+def is_changed(test_id: str, changes: dict, files: list[str] = ()) -> bool:
+    """Whether the test patch adds or changes this test (see ``changed_by_test_patch``)."""
+    path, names = split_test_id(test_id, files)
+    if any(d == "" or path.startswith(d + "/") for d in changes.get("dirs", ())):
+        return True
+    entry = changes.get("files", {}).get(path)
+    if entry is None:
+        return False
+    if entry == "all":
+        return True
+    return any(names[:len(q)] == q for q in (e.split("::") for e in entry))
 
 
 # ---------------------------------------------------------------- patches
@@ -578,34 +854,23 @@ def test_env(tree: str, python: str, pythonpath: list[str] = (), home: str | Non
     return env
 
 
-def run_tests(tree: str, framework: str, files: list[str], *, python: str | None = None,
-              pythonpath: list[str] = (), timeout_s: float = 300.0, plugins: list[str] = (),
-              canary: bool = True) -> dict:
-    """Run the test files once; return outcomes, the canary's outcome, report source, exit code,
-    seconds and the output's tail."""
-    import secrets
+ABORTED = ("ImportError while loading conftest", "ERROR: file or directory not found", "ERROR: not found:",
+           "ERROR: usage:", "pytest: error:")
+"""Output of a pytest session that stopped before running any test (exit codes 2-4 say the same)."""
 
-    py = resolve_python(python)
+
+def _run_once(tree: str, framework: str, py: str, run_files: list[str], env: dict, timeout_s: float,
+              plugins: list[str]) -> dict:
+    """One test command: outcomes, failure messages, files that did not collect, exit code, output."""
     jdir = tempfile.mkdtemp(prefix="envgen-junit-")
     junit = os.path.join(jdir, "report.xml")
-    home = os.path.join(jdir, "home")
-    os.mkdir(home)
-    tok = secrets.token_hex(6)
-    run_files = list(files)
-    canary_path = None
-    if canary and files:
-        canary_rel = "/".join([*files[-1].split("/")[:-1], f"test_{tok}.py"])
-        canary_path = os.path.join(tree, canary_rel)
-        with open(canary_path, "w", encoding="utf-8") as f:
-            f.write(CANARY.format(tok=tok))
-        run_files.append(canary_rel)
     cmd = test_command(framework, py, run_files, junit, plugins)
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=tree, env=test_env(tree, py, pythonpath, home), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(cmd, cwd=tree, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
     timed_out = False
     try:
-        out, _ = proc.communicate(timeout=timeout_s)
+        out, _ = proc.communicate(timeout=max(1.0, timeout_s))
     except subprocess.TimeoutExpired:
         timed_out = True
         _killpg(proc)
@@ -622,16 +887,104 @@ def run_tests(tree: str, framework: str, files: list[str], *, python: str | None
         with open(junit, encoding="utf-8", errors="replace") as f:
             junit_text = f.read()
     shutil.rmtree(jdir, ignore_errors=True)
-    if canary_path and os.path.lexists(canary_path):
-        os.unlink(canary_path)
-    outcomes, source = parse_report(framework, junit_text, text, run_files)
-    seen = sorted({v for k, v in outcomes.items() if tok in k})
-    for k in [k for k in outcomes if tok in k]:
-        del outcomes[k]
-    canary_outcome = None if not canary_path else (
-        "missing" if not seen else next((o for o in seen if o not in FAILING), seen[0]))
-    return {"outcomes": outcomes, "canary": canary_outcome, "source": source, "rc": proc.returncode,
-            "timed_out": timed_out, "seconds": round(seconds, 4), "tail": text[-TAIL_CHARS:]}
+    messages: dict = {}
+    not_run: dict = {}
+    outcomes, source = parse_report(framework, junit_text, text, run_files, messages, not_run)
+    return {"outcomes": outcomes, "messages": messages, "not_run": not_run, "source": source,
+            "rc": proc.returncode, "timed_out": timed_out, "seconds": seconds, "text": text}
+
+
+def _aborted(framework: str, res: dict, tok: str) -> bool:
+    """A pytest session that ended before any test ran (a conftest that does not import, a usage error,
+    a missing file): one broken file must not hide the tests of the others."""
+    if framework != "pytest" or res["timed_out"] or any(tok not in k for k in res["outcomes"]):
+        return False
+    return res["rc"] in (2, 3, 4) or any(m in res["text"] for m in ABORTED)
+
+
+def run_tests(tree: str, framework: str, files: list[str], *, python: str | None = None,
+              pythonpath: list[str] = (), timeout_s: float = 300.0, plugins: list[str] = (),
+              canary: bool = True) -> dict:
+    """Run the test files once; return outcomes, failure messages, the files that did not collect
+    (``not_run``: {file: error}), the canary's outcome, report source, exit code, seconds, the output's
+    tail and, when no test ran or a file did not collect, the first error line (``error_line``).
+
+    When the joint pytest session stops before running any test (see ``_aborted``), each file runs
+    on its own (with a canary next to it) within what is left of the timeout, so the files that collect
+    still report; a file whose own run stops too is ``not_run``, and its tests are missing (failed).
+    """
+    import secrets
+
+    py = resolve_python(python)
+    home = tempfile.mkdtemp(prefix="envgen-home-")
+    env = test_env(tree, py, pythonpath, home)
+    tok = secrets.token_hex(6)
+    canaries: dict = {}
+
+    def with_canary(fs: list[str]) -> list[str]:
+        if not (canary and fs):
+            return list(fs)
+        folder = "/".join(fs[-1].split("/")[:-1])
+        if not os.path.isdir(os.path.join(tree, folder)):
+            return list(fs)
+        rel = "/".join([*fs[-1].split("/")[:-1], f"test_{tok}.py"])
+        if rel not in canaries:
+            canaries[rel] = os.path.join(tree, rel)
+            with open(canaries[rel], "w", encoding="utf-8") as f:
+                f.write(CANARY.format(tok=tok))
+        return [*fs, rel]
+
+    t0 = time.monotonic()
+    try:
+        joint = _run_once(tree, framework, py, with_canary(files), env, timeout_s, plugins)
+        parts = [joint]
+        not_run = dict(joint["not_run"])
+        reruns = 0
+        if len(files) > 1 and _aborted(framework, joint, tok):
+            not_run = {}
+            for f in files:
+                left = timeout_s - (time.monotonic() - t0)
+                if left <= 1:
+                    not_run[f] = "not run: the run's time limit was spent"
+                    continue
+                part = _run_once(tree, framework, py, with_canary([f]), env, left, plugins)
+                reruns += 1
+                parts.append(part)
+                not_run.update({k: v for k, v in part["not_run"].items() if tok not in k})
+                if _aborted(framework, part, tok) or part["timed_out"] and not part["outcomes"]:
+                    not_run[f] = first_error(part["text"]) or "the test run stopped before running a test"
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+        for path in canaries.values():
+            if os.path.lexists(path):
+                os.unlink(path)
+    outcomes: dict = {}
+    messages: dict = {}
+    seen: set = set()
+    for part in parts:
+        for k, v in part["outcomes"].items():
+            if tok in k:
+                seen.add(v)
+            elif outcomes.get(k) not in FAILING:
+                outcomes[k] = v
+        messages.update({k: v for k, v in part["messages"].items() if tok not in k})
+    roots = {tree.rstrip("/") + "/", os.path.realpath(tree) + "/"}
+
+    def rel(line: str) -> str:  # errors name files as the repository does, not where this run put it
+        for r in roots:
+            line = line.replace(r, "")
+        return line
+
+    not_run = {k: rel(v) for k, v in not_run.items() if tok not in k}
+    canary_outcome = None if not canaries else (
+        "missing" if not seen else next((o for o in sorted(seen) if o not in FAILING), min(seen)))
+    text = joint["text"]
+    res = {"outcomes": outcomes, "messages": messages, "not_run": not_run, "canary": canary_outcome,
+           "source": joint["source"], "rc": joint["rc"], "timed_out": any(p["timed_out"] for p in parts),
+           "seconds": round(sum(p["seconds"] for p in parts), 4), "tail": text[-TAIL_CHARS:], "reruns": reruns}
+    if not outcomes or not_run:
+        res["error_line"] = rel(first_error(text)) or next(iter(not_run.values()), "")
+    return res
 
 
 def _killpg(proc: subprocess.Popen) -> None:
@@ -739,7 +1092,9 @@ def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: st
 
 def matrix(spec: dict) -> dict:
     """Run the test files ``runs`` times per mode, each from a clean reset and staged as a submission
-    would be (``stage``); the host judges. Also reports the pytest plugins the environment provides.
+    would be (``stage``); the host judges. Also reports the pytest plugins the environment provides,
+    what the test patch changes (``changes``, see ``changed_by_test_patch``) and the reported tests it
+    does not add or change (``unchanged``).
 
     spec: git_dir (to copy into work), work, base, framework, files, python, pythonpath, timeout_s,
     runs, test_patch (path), modes: [{name, submission: path or null}].
@@ -757,6 +1112,7 @@ def matrix(spec: dict) -> dict:
     test_patch = _read(spec["test_patch"])
     setup = time.monotonic() - t0
     runs = []
+    changes = None
     for mode in spec["modes"]:
         sub = _read(mode["submission"]) if mode.get("submission") else None
         what = f"{os.path.basename(mode['submission'])}" if sub is not None else ""
@@ -770,13 +1126,18 @@ def matrix(spec: dict) -> dict:
                 rec.update(outcomes={}, error=str(e), seconds=0.0, total_seconds=round(time.monotonic() - t1, 4))
                 runs.append(rec)
                 continue
+            if changes is None:  # the test files are base + test patch in every staged tree
+                changes = changed_by_test_patch(tree, test_patch or "", spec["files"])
             res = run_tests(tree, spec["framework"], spec["files"], python=spec.get("python"), pythonpath=pythonpath,
                             timeout_s=float(spec.get("timeout_s", 300)), plugins=plugins)
             rec.update(res)
             rec["total_seconds"] = round(time.monotonic() - t1, 4)
             runs.append(rec)
+    seen = sorted({t for r in runs for t in r.get("outcomes", {})})
+    changes = changes or {"files": {}, "dirs": []}
     return {"runs": runs, "setup_seconds": round(setup, 4), "seconds": round(time.monotonic() - t0, 4),
-            "python": sys.version.split()[0], "plugins": found["plugins"] if spec["framework"] == "pytest" else []}
+            "python": sys.version.split()[0], "plugins": found["plugins"] if spec["framework"] == "pytest" else [],
+            "changes": changes, "unchanged": [t for t in seen if not is_changed(t, changes, spec["files"])]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,16 +13,26 @@ recorded for the verifier.
 - PASS_TO_PASS: passes in every run of both;
 - PASS_TO_FAIL: passes in every base run, fails in every gold run: the task is rejected;
 - flaky: any test whose outcome varies between runs of one side: excluded and listed;
-- a test missing from a run's report counts as failed in that run (a module that no longer imports).
+- fail_to_fail: fails in every run of both sides: listed by name, not graded;
+- network: failed (in both sides, or flakily) with a network error (``NETWORK``; the runs have no
+  network): listed by name, in neither list;
+- a test missing from a run's report counts as failed in that run (a module that no longer imports);
+  the files that did not collect are listed per side (``not_run``). A pytest session that stops before
+  running any test (a conftest that does not import) is rerun file by file, so one broken file does not
+  turn every test into FAIL_TO_PASS.
 
-A task needs at least one FAIL_TO_PASS test, no PASS_TO_FAIL test, and runs whose canary test failed
-(a project whose own configuration reports a failing test as passing cannot be judged by its tests).
+A task needs at least one FAIL_TO_PASS test, every one of them a test the test patch adds or changes
+(the kit's ``changed_by_test_patch``), no PASS_TO_FAIL test, gold runs that ran tests, and runs whose
+canary test failed (a project whose own configuration reports a failing test as passing cannot be
+judged by its tests). Each rejection reason starts with its kind (``tests did not run``, ``no
+FAIL_TO_PASS test``, ``PASS_TO_FAIL``, ``flaky``, ...) so build reports group them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -45,6 +55,14 @@ _BOOT = ("import sys; sys.path.insert(0, {kit!r}); from envgen_verifiers.tests i
          "sys.exit(main(['matrix', {spec!r}]))")
 
 
+NETWORK = re.compile(
+    r"gaierror|Name or service not known|Temporary failure in name resolution|No address associated with hostname|"
+    r"nodename nor servname|getaddrinfo failed|Network is unreachable|No route to host|ConnectionRefusedError|"
+    r"Connection refused|URLError|NewConnectionError|Max retries exceeded|ConnectError|ConnectTimeout|"
+    r"ConnectionError|Failed to establish a new connection|Could not resolve host")
+"""A failure message that says the test needed the network (validation runs have none)."""
+
+
 @dataclass
 class Validation:
     instance_id: str
@@ -53,10 +71,18 @@ class Validation:
     PASS_TO_FAIL: list[str] = field(default_factory=list)
     flaky: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    fail_to_fail: int = 0
+    fail_to_fail: list[str] = field(default_factory=list)
+    """Tests that fail in every run of both sides (not graded)."""
+    network: list[str] = field(default_factory=list)
+    """Tests that failed with a network error (validation has no network): in neither list."""
+    not_run: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per side (base, gold): {test file: why} for files that did not collect in some run of that side;
+    their tests are missing there (failed)."""
+    unchanged_FAIL_TO_PASS: list[str] = field(default_factory=list)
+    """FAIL_TO_PASS tests the test patch does not add or change (the task is rejected when any)."""
     runs: list[dict[str, Any]] = field(default_factory=list)
     """Per run: mode, run, seconds (the test command), total_seconds (reset + patches + tests), rc, timed_out,
-    report source, outcome counts, error."""
+    report source, outcome counts, error, error_line (why no test ran), reruns (per-file runs)."""
     plugins: list[dict[str, str]] = field(default_factory=list)
     """pytest11 entry points the environment provides ({name, value}): the verifier loads exactly these."""
     runs_per_mode: int = 3
@@ -67,6 +93,8 @@ class Validation:
     setup_seconds: float = 0.0
     accepted: bool = False
     reason: str = ""
+    log_tail: str = ""
+    """A rejected task's: the last lines of the run that shows why (not kept for accepted tasks)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,15 +118,16 @@ def classify(runs: list[dict], base: str = "base", gold: str = "gold") -> dict[s
     g_runs = [r for r in runs if r["mode"] == gold]
     ids = sorted({t for r in runs for t in r.get("outcomes", {})})
     out: dict[str, Any] = {"FAIL_TO_PASS": [], "PASS_TO_PASS": [], "PASS_TO_FAIL": [], "flaky": [], "skipped": [],
-                           "fail_to_fail": 0}
+                           "fail_to_fail": [], "network": []}
     for t in ids:
         b = {_norm(r.get("outcomes", {}).get(t)) for r in b_runs}
         g = {_norm(r.get("outcomes", {}).get(t)) for r in g_runs}
-        if len(b) != 1 or len(g) != 1:
+        pair = (b.pop(), g.pop()) if len(b) == 1 and len(g) == 1 else None
+        if pair in (None, (FAIL, FAIL)) and any(NETWORK.search((r.get("messages") or {}).get(t) or "") for r in runs):
+            out["network"].append(t)  # failed for want of a network, not for what the code does
+        elif pair is None:
             out["flaky"].append(t)
-            continue
-        pair = (b.pop(), g.pop())
-        if pair == (FAIL, PASS):
+        elif pair == (FAIL, PASS):
             out["FAIL_TO_PASS"].append(t)
         elif pair == (PASS, PASS):
             out["PASS_TO_PASS"].append(t)
@@ -107,43 +136,85 @@ def classify(runs: list[dict], base: str = "base", gold: str = "gold") -> dict[s
         elif SKIP in pair:
             out["skipped"].append(t)
         else:
-            out["fail_to_fail"] += 1
+            out["fail_to_fail"].append(t)
     return out
 
 
+def _shown(tests: list[str], n: int = 5) -> str:
+    return ", ".join(tests[:n]) + (f" ... ({len(tests)} in all)" if len(tests) > n else "")
+
+
+def _tail(run: dict, lines: int = 40) -> str:
+    return "\n".join((run.get("tail") or "").splitlines()[-lines:])
+
+
 def judge(instance_id: str, result: dict, runs_per_mode: int) -> Validation:
-    """A Validation from the kit's matrix result: lists, timings and the accept/reject decision."""
+    """A Validation from the kit's matrix result: lists, timings and the accept/reject decision.
+
+    Reasons, in order: a patch that does not apply; "tests did not run: <first error line>" (no gold run
+    reported a test, or no FAIL_TO_PASS test while a test file did not collect with the gold patch); a
+    canary reported as anything but failing; gold runs that timed out; "PASS_TO_FAIL"; "flaky" (no
+    FAIL_TO_PASS test and the tests that changed outcome are flaky); "no FAIL_TO_PASS test"; "FAIL_TO_PASS
+    test(s) the test patch does not add or change" (from the kit's ``unchanged``).
+    """
     runs = result["runs"]
     v = Validation(instance_id, runs_per_mode=runs_per_mode, setup_seconds=result.get("setup_seconds", 0.0),
                    plugins=list(result.get("plugins") or []))
     lists = classify(runs)
     for k, val in lists.items():
         setattr(v, k, val)
+    for r in runs:
+        for f, why in (r.get("not_run") or {}).items():
+            v.not_run.setdefault(r["mode"], {}).setdefault(f, why)
+    unchanged = set(result.get("unchanged") or ())
+    v.unchanged_FAIL_TO_PASS = [t for t in v.FAIL_TO_PASS if t in unchanged]
     v.test_seconds = round(sum(r.get("seconds") or 0.0 for r in runs), 4)
-    keys = ("mode", "run", "seconds", "total_seconds", "rc", "timed_out", "source", "error", "canary", "restored")
+    keys = ("mode", "run", "seconds", "total_seconds", "rc", "timed_out", "source", "error", "canary", "restored",
+            "error_line", "reruns")
     v.runs = [{k: r.get(k) for k in keys} | {"counts": _counts(r.get("outcomes", {}))} for r in runs]
     errors = [r for r in runs if r.get("error")]
-    gold_timeouts = [r for r in runs if r["mode"] == "gold" and r.get("timed_out")]
+    gold = [r for r in runs if r["mode"] == "gold"]
+    gold_timeouts = [r for r in gold if r.get("timed_out")]
+    silent = [r for r in gold if not r.get("outcomes") and not r.get("timed_out")]
+    uncollected = [r for r in gold if r.get("not_run")]
     untrusted = [r for r in runs if not r.get("error") and not r.get("timed_out") and "canary" in r
-                 and r["canary"] not in ("failed", "error")]
+                 and r["canary"] not in ("failed", "error")
+                 and not (r["canary"] == "missing" and not r.get("outcomes"))]  # a run that ran nothing proves nothing
+    why_run = None
     if errors:
         v.reason = errors[0]["error"] if errors[0]["mode"] == "gold" else f"at the base commit: {errors[0]['error']}"
+    elif gold and len(silent) == len(gold):
+        why_run = silent[0]
+        v.reason = f"tests did not run: {why_run.get('error_line') or 'no test was reported with the gold patch'}"
     elif untrusted:
-        r = untrusted[0]
+        r = why_run = untrusted[0]
         v.reason = (f"the {r['mode']} run {r['run']} reported its canary test, which always fails, as "
                     f"{r.get('canary')}: the project's test run cannot be trusted to report failures")
     elif gold_timeouts:
+        why_run = gold_timeouts[0]
         v.reason = f"the tests timed out with the gold patch ({len(gold_timeouts)} of {runs_per_mode} runs)"
     elif v.PASS_TO_FAIL:
-        shown = ", ".join(v.PASS_TO_FAIL[:5]) + (" ..." if len(v.PASS_TO_FAIL) > 5 else "")
-        v.reason = f"PASS_TO_FAIL: the gold patch breaks {len(v.PASS_TO_FAIL)} passing test(s): {shown}"
+        why_run = gold[0] if gold else None
+        v.reason = f"PASS_TO_FAIL: the gold patch breaks {len(v.PASS_TO_FAIL)} passing test(s): {_shown(v.PASS_TO_FAIL)}"
+    elif not v.FAIL_TO_PASS and uncollected:
+        why_run = uncollected[0]
+        f, why = next(iter(why_run["not_run"].items()))
+        v.reason = f"tests did not run: {why if f in why else f'{f}: {why}'}"
+    elif not v.FAIL_TO_PASS and v.flaky:
+        why_run = gold[0] if gold else None
+        v.reason = f"flaky: no stable FAIL_TO_PASS test; the tests that change outcome are flaky: {_shown(v.flaky)}"
     elif not v.FAIL_TO_PASS:
-        flaky = f"; {len(v.flaky)} flaky test(s) excluded" if v.flaky else ""
-        v.reason = f"no FAIL_TO_PASS test{flaky}"
-    restored = next((r["restored"] for r in runs if r["mode"] == "gold" and r.get("restored")), None)
+        why_run = gold[0] if gold else None
+        v.reason = "no FAIL_TO_PASS test"
+    elif v.unchanged_FAIL_TO_PASS:
+        v.reason = (f"FAIL_TO_PASS test(s) the test patch does not add or change: "
+                    f"{_shown(v.unchanged_FAIL_TO_PASS)}")
+    restored = next((r["restored"] for r in gold if r.get("restored")), None)
     if v.reason and restored:
         v.reason += f" (the gold patch's changes to test infrastructure were restored: {', '.join(restored[:5])})"
     v.accepted = not v.reason
+    if why_run is not None:
+        v.log_tail = _tail(why_run)
     return v
 
 

@@ -11,6 +11,8 @@ from ...build.family import BuildOptions, Family, LLMOptions, Log, Progress, fla
 from ...build.report import BuildReport
 from ...errors import InputError
 from ...llm.client import load_llm
+from ...sandbox.engine import docker_available
+from ...sandbox.images import stderr_log
 from .pipeline import build_code
 from .sources import load_issues
 
@@ -18,6 +20,11 @@ from .sources import load_issues
 class CodeOptions(LLMOptions, BuildOptions):
     """Options of the code family. ``out`` is a folder that receives one pack per kept task."""
 
+    sandbox: Literal["local", "docker", "auto"] = Field(
+        "docker", description="Where validation and the gate run: docker (default: the task image, as episodes "
+                              "see it), auto (docker when an engine answers), or local (this machine's Python; "
+                              "not what a Docker episode sees).",
+        json_schema_extra=flag("--sandbox", envvar="ENVGEN_SANDBOX"))
     source: str | None = Field(None, description="Where the tasks come from: github:OWNER/REPO, git:PATH or "
                                                  "swebench:FILE.", json_schema_extra=flag("--from"))
     repo_path: list[str] = Field(default_factory=list, description="A local clone (PATH, or OWNER/NAME=PATH per "
@@ -36,6 +43,18 @@ class CodeOptions(LLMOptions, BuildOptions):
                                                 "--llm-config.")
     min_spec: Literal["well-specified", "needs-interpretation", "underspecified"] | None = Field(
         None, description="Reject tasks the spec judge scores below this level (implies --judge-spec).")
+
+
+LOCAL_WARNING = ("code: warning: --sandbox local validates on this machine with its own Python and packages, "
+                 "not in the task image a Docker episode runs in; its test lists may differ")
+
+
+def backend_of(sandbox: str) -> str:
+    """The validation backend of a ``--sandbox`` value: docker unless local is asked for (auto: docker when
+    an engine answers, else local)."""
+    if sandbox == "auto":
+        return "docker" if docker_available() else "local"
+    return "local" if sandbox == "local" else "docker"
 
 
 class Code(Family):
@@ -71,8 +90,11 @@ class Code(Family):
             extra["judge_llm"] = load_llm(options.llm_config, base_url=options.llm_base_url,
                                           model=options.llm_model, api_key=options.llm_api_key)
             extra["min_spec"] = options.min_spec
+        backend = backend_of(options.sandbox)
+        if backend == "local":
+            (log or stderr_log)(LOCAL_WARNING)
         return build_code(source, options.out, repo_path=paths, language=options.language, runs=options.runs,
-                          backend="docker" if options.sandbox in ("docker", "auto") else "local", gate=options.gate,
+                          backend=backend, gate=options.gate,
                           limit=options.limit, cache_dir=options.cache_dir, store=options.store,
                           progress=(lambda task, outcome: progress(1)) if progress else None, **extra)
 

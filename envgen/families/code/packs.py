@@ -132,7 +132,7 @@ def finalize(pack: Pack, validation: Validation, environment: dict[str, Any] | N
     args["timeout_s"] = run_timeout(validation)
     extra, meta = dict(meta or {}), dict(task.meta)
     meta["validation"] = {k: v for k, v in validation.to_dict().items()
-                          if k not in ("FAIL_TO_PASS", "PASS_TO_PASS", "instance_id")}
+                          if k not in ("FAIL_TO_PASS", "PASS_TO_PASS", "instance_id", "log_tail")}
     if environment:
         meta["environment"] = {**meta.get("environment", {}), **environment}
     meta.update(extra)

@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,6 +23,7 @@ from ...sandbox.engine import engine
 from ...errors import EnvgenError, EnvironmentFailed, InputError, SandboxError
 from ...sandbox.images import build_pack_image, stderr_log
 from ...pack.format import MANIFEST, Provenance, load
+from ...paths import bundled
 from ...store import Store
 from .candidates import Filters, Rejection, make_candidate, reason_group, swebench_filters
 from .repo_image import build_environment, layer_sharing
@@ -30,7 +31,7 @@ from .lang import Language, RepoView
 from .languages import detect_language, get_language
 from .packs import files_after, finalize, slug, stage_pack
 from .sources import GitHub, has_commit, open_source
-from .execution import validate_instance
+from .execution import Validation, validate_instance
 from .spec_judge import ROLE, SpecJudge, check_level, meets
 from ...llm.client import LLMClient, LLMConfig, LLMPool
 
@@ -52,7 +53,7 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
                language: str | None = None, filters: Filters | None = None, runs: int = 3,
                backend: str = "docker", gate: bool = True, limit: int | None = None,
                cache_dir: str | Path | None = None, store: Store | str | None = None, github: GitHub | None = None,
-               test_timeout_s: float = 300.0, limits: dict[str, Any] | None = None,
+               test_timeout_s: float = 300.0, limits: dict[str, Any] | None = None, python: str | None = None,
                log: Callable[[str], None] = stderr_log,
                progress: Callable[[str, str], Any] | None = None, issues: dict[int, Any] | None = None,
                judge_llm: LLMPool | LLMConfig | None = None, min_spec: str | None = None) -> BuildReport:
@@ -61,10 +62,12 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     source: ``github:OWNER/REPO``, ``git:PATH`` or ``swebench:FILE``; repo_path: a local clone (or
     {owner/name: path} for a multi-repository SWE-bench file); backend: ``docker`` (validation and gate
     in containers) or ``local`` (subprocesses with this machine's Python, for hosts without Docker);
-    runs: repetitions of each side of the validation; limit: at most this many source instances.
-    ``progress(instance_id, outcome)`` is called once per candidate. ``issues``: issue texts for local
-    history ({number: text or {title, body}}). ``judge_llm``: score each validated task's statement with
-    the spec judge (``spec_judge``); ``min_spec``: reject tasks judged below this level (needs judge_llm).
+    runs: repetitions of each side of the validation; limit: at most this many source instances;
+    python: the interpreter version to set up with (overrides the one read from the metadata).
+    ``progress(instance_id, outcome)`` is called once per candidate. A rerun over the same source and
+    output folder resumes: a candidate whose key (``task_key``) is unchanged is not redone. ``issues``: issue
+    texts for local history ({number: text or {title, body}}). ``judge_llm``: score each validated task's
+    statement with the spec judge (``spec_judge``); ``min_spec``: reject tasks judged below this level.
     """
     if backend not in ("docker", "local"):
         raise InputError(f"unknown backend {backend!r}; use docker or local")
@@ -75,7 +78,13 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     store = store if isinstance(store, Store) else Store(store)
     run_id = "code:" + hashlib.sha256(f"{source}|{out}".encode()).hexdigest()[:20]
     spec_judge = _spec_judge(judge_llm, min_spec, store, run_id)
-    store.open_run(run_id, "build-code", {"source": source, "out": str(out), "runs": runs, "backend": backend})
+    flt = filters or (swebench_filters() if source.startswith("swebench:") else Filters())
+    settings = {"backend": backend, "python": python, "runs": runs, "test_timeout_s": test_timeout_s,
+                "kit": kit_version(), "gate": gate, "limits": limits, "language": language,
+                "filters": asdict(flt) if is_dataclass(flt) else repr(flt),
+                "spec_judge": spec_judge.llm.config.model if spec_judge else None, "min_spec": min_spec}
+    store.open_run(run_id, "build-code", {"source": source, "out": str(out), "runs": runs, "backend": backend,
+                                          "python": python})
     if not (out / REPORT).is_file():  # marks the folder as a code build's, so an interrupted one can resume
         (out / REPORT).write_text(json.dumps({"source": source, "status": "running"}) + "\n")
     report = BuildReport(family="code", out=out, category=source, sandbox=backend,
@@ -96,7 +105,6 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
         details["source_stats"]["http"] = dict(src.gh.stats)
     _tick(stages, "source", t0)
     report.proposed = len(raws)
-    flt = filters or (swebench_filters() if source.startswith("swebench:") else Filters())
 
     client = None
     if backend == "docker":
@@ -105,7 +113,15 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     staging = out / STAGING
     try:
         for raw in raws:
-            key = f"task/{raw.instance_id}"
+            plan_stages: dict[str, float] = {}
+            try:
+                plan = _plan(raw, lang_fixed, flt, plan_stages)
+            except Exception as e:
+                log(f"code: {raw.instance_id}: failed with {type(e).__name__}: {e}")
+                _record(report, {"task": raw.instance_id, "status": "rejected", "stage": "error",
+                                 "reason": f"{type(e).__name__}: {e}"})
+                continue
+            key = task_key(raw.instance_id, settings, plan[2])
             done = store.stage(run_id, key)
             if done is not None and done.status == "done" and _still_valid(done.result, out):
                 _record(report, done.result)
@@ -115,7 +131,7 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
                 continue
             store.start_stage(run_id, key)
             try:
-                result = _one(raw, lang_fixed, flt, envs, staging, out, client=client, backend=backend,
+                result = _one(raw, plan, plan_stages, envs, staging, out, client=client, backend=backend,
                               runs=runs, gate=gate, test_timeout_s=test_timeout_s, limits=limits, log=log,
                               source=source, spec_judge=spec_judge, min_spec=min_spec)
             except Exception as e:
@@ -156,6 +172,14 @@ def _spec_judge(judge_llm: LLMPool | LLMConfig | None, min_spec: str | None, sto
     return SpecJudge(LLMClient(config, cache=store, run_id=run_id))
 
 
+def rejection_details(v: Validation) -> dict[str, Any]:
+    """What build.json keeps of a rejected validation: the lists by name, the files that did not collect,
+    every run's record and the last lines of the run that shows why."""
+    return {"FAIL_TO_PASS": v.FAIL_TO_PASS, "PASS_TO_FAIL": v.PASS_TO_FAIL, "flaky": v.flaky,
+            "fail_to_fail": v.fail_to_fail, "network": v.network, "not_run": v.not_run,
+            "unchanged_FAIL_TO_PASS": v.unchanged_FAIL_TO_PASS, "runs": v.runs, "tail": v.log_tail}
+
+
 def _still_valid(result: dict | None, out: Path) -> bool:
     if not result:
         return False
@@ -178,16 +202,9 @@ def _record(report: BuildReport, result: dict) -> None:
                                   "details": result.get("details", {})})
 
 
-def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gate, test_timeout_s, limits,
-         log, source, spec_judge=None, min_spec=None) -> dict[str, Any]:
-    """One candidate through every stage; returns the JSON result the store keeps."""
-    stages: dict[str, float] = {}
-
-    def rejected(rej: Rejection, env: dict | None = None) -> dict:
-        log(f"code: {raw.instance_id}: rejected at {rej.stage}: {rej.reason}")
-        return {"task": raw.instance_id, "status": "rejected", "stage": rej.stage, "reason": rej.reason,
-                "details": rej.details, "environment": env or {}, "stages": stages}
-
+def _plan(raw, lang_fixed, flt, stages: dict[str, float]) -> tuple:
+    """(candidate or Rejection, language, recipe or Rejection): what a candidate is and how its repository
+    is set up, worked out before anything runs (cheap: git reads), so the resume key can name the recipe."""
     t0 = time.perf_counter()
     lang = lang_fixed
     if lang is None:
@@ -200,17 +217,53 @@ def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gat
     cand = make_candidate(raw, lang, flt)
     _tick(stages, "candidates", t0)
     if isinstance(cand, Rejection):
-        return rejected(cand)
-
+        return cand, lang, None
     t0 = time.perf_counter()
-    view = RepoView(cand.repo_path, cand.base_commit)
     setup_commit = (cand.meta.get("swebench") or {}).get("environment_setup_commit")
     if not setup_commit or not has_commit(cand.repo_path, setup_commit):
         setup_commit = cand.base_commit  # SWE-bench installs a version from its setup commit; mined tasks from their own
     try:
         recipe = lang.recipe(RepoView(cand.repo_path, setup_commit))
     except EnvgenError as e:
-        return rejected(Rejection(cand.instance_id, "environment", f"no setup recipe: {e}"))
+        recipe = Rejection(cand.instance_id, "environment", f"no setup recipe: {e}")
+    _tick(stages, "environment", t0)
+    return cand, lang, recipe
+
+
+def kit_version() -> str:
+    """Content hash of the verifier kit's test runner: a changed kit can change every validation."""
+    return hashlib.sha256((bundled("verifiers") / "envgen_verifiers" / "tests.py").read_bytes()).hexdigest()[:16]
+
+
+def task_key(instance_id: str, settings: dict[str, Any], recipe: Any) -> str:
+    """The state-store key of one candidate: its id and a hash of everything that changes its result
+    (backend, interpreter override, runs, test timeout, filters, gate, the kit's version, and the recipe:
+    its environment key, task steps, interpreter and test runner). A changed key redoes the candidate."""
+    doc = {**settings, "recipe": recipe.to_dict() if hasattr(recipe, "to_dict") else None}
+    if isinstance(doc["recipe"], dict):
+        doc["recipe"].pop("notes", None)  # why a choice was made does not change what runs
+    digest = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return f"task/{instance_id}/{digest}"
+
+
+def _one(raw, plan, plan_stages, envs, staging, out, *, client, backend, runs, gate, test_timeout_s, limits,
+         log, source, spec_judge=None, min_spec=None) -> dict[str, Any]:
+    """One candidate through every stage; returns the JSON result the store keeps."""
+    stages: dict[str, float] = {}
+
+    def rejected(rej: Rejection, env: dict | None = None) -> dict:
+        log(f"code: {raw.instance_id}: rejected at {rej.stage}: {rej.reason}")
+        return {"task": raw.instance_id, "status": "rejected", "stage": rej.stage, "reason": rej.reason,
+                "details": rej.details, "environment": env or {}, "stages": stages}
+
+    cand, lang, recipe = plan
+    stages.update(plan_stages)
+    if isinstance(cand, Rejection):
+        return rejected(cand)
+    t0 = time.perf_counter()
+    view = RepoView(cand.repo_path, cand.base_commit)
+    if isinstance(recipe, Rejection):
+        return rejected(recipe)
     test_files = lang.runnable_tests(cand.test_files, files_after(view.files, cand.test_patch))
     env_info: dict[str, Any] = {"tag": None, "steps": [s.__dict__ | {"rc": None} for s in recipe.steps],
                                 "notes": recipe.notes, "image_base": recipe.image_base}
@@ -252,8 +305,7 @@ def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gat
     _tick(stages, "validate", t0)
     envs_out = {recipe.key: env_info}
     if not v.accepted:
-        return rejected(Rejection(cand.instance_id, "validate", v.reason,
-                                  {"flaky": v.flaky, "PASS_TO_FAIL": v.PASS_TO_FAIL, "runs": v.runs}), envs_out)
+        return rejected(Rejection(cand.instance_id, "validate", v.reason, rejection_details(v)), envs_out)
     spec = None
     if spec_judge is not None:  # the statement against the validated FAIL_TO_PASS tests (spec_judge.py)
         t0 = time.perf_counter()
@@ -283,10 +335,11 @@ def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gat
     load(dest)
     _tick(stages, "save", t0)
     log(f"code: {cand.instance_id}: kept ({len(v.FAIL_TO_PASS)} FAIL_TO_PASS, {len(v.PASS_TO_PASS)} PASS_TO_PASS, "
-        f"{len(v.flaky)} flaky)")
+        f"{len(v.flaky)} flaky, {len(v.fail_to_fail)} failing in both, {len(v.network)} needing the network)")
     return {"task": cand.instance_id, "status": "kept", "pack": name, "environment": envs_out, "stages": stages,
             "summary": {"FAIL_TO_PASS": len(v.FAIL_TO_PASS), "PASS_TO_PASS": len(v.PASS_TO_PASS),
-                        "flaky": v.flaky, "validation_wall_s": v.wall_seconds, "test_s": v.test_seconds,
+                        "flaky": v.flaky, "fail_to_fail": v.fail_to_fail, "network": v.network,
+                        "not_run": v.not_run, "validation_wall_s": v.wall_seconds, "test_s": v.test_seconds,
                         "image": image, "unique_image_bytes": sharing.get("unique_bytes"), "gate": probes,
                         "created_at": cand.created_at, "environment": recipe.key,
                         **({"spec": spec["label"]} if spec else {})}}
