@@ -7,14 +7,17 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from ...build.family import BuildOptions, Family, Log, Progress, flag
+from ...build.family import BuildOptions, Family, LLMOptions, Log, Progress, flag
 from ...build.report import BuildReport
 from ...errors import InputError
+from ...llm.client import load_llm
 from .pipeline import build_code
+from .setup_agent import SetupBudgets
 
 
-class CodeOptions(BuildOptions):
-    """Options of the code family. ``out`` is a folder that receives one pack per kept task."""
+class CodeOptions(LLMOptions, BuildOptions):
+    """Options of the code family. ``out`` is a folder that receives one pack per kept task. With --llm-model or
+    --llm-config, the set-up agent takes over where the recipe cannot make a task's tests run."""
 
     source: str | None = Field(None, description="Where the tasks come from: github:OWNER/REPO, git:PATH or "
                                                  "swebench:FILE.", json_schema_extra=flag("--from"))
@@ -25,6 +28,11 @@ class CodeOptions(BuildOptions):
     gate: bool = Field(True, description="Run the red-team gate on validated tasks.")
     limit: int | None = Field(None, ge=1, description="At most this many source instances.")
     cache_dir: Path | None = Field(None, description="GitHub response and clone cache (default: the cache dir).")
+    setup_max_turns: int | None = Field(None, ge=1, description="Set-up agent: model turns per task (default: "
+                                                                "agents/env-setup.md's budget).")
+    setup_max_tool_calls: int = Field(60, ge=1, description="Set-up agent: tool calls per task.")
+    setup_max_tokens: int | None = Field(None, ge=1, description="Set-up agent: prompt + completion tokens per task.")
+    setup_max_minutes: float = Field(30.0, gt=0, description="Set-up agent: wall time per task, in minutes.")
 
 
 class Code(Family):
@@ -51,6 +59,13 @@ class Code(Family):
             pairs = [p.split("=", 1) for p in options.repo_path]
             paths = dict(pairs) if all(len(p) == 2 for p in pairs) else options.repo_path[0]
         extra: dict[str, Any] = {"log": log} if log is not None else {}
+        if options.uses_llm:  # the set-up agent (setup_agent.py)
+            extra["llm"] = load_llm(options.llm_config, base_url=options.llm_base_url, model=options.llm_model,
+                                    api_key=options.llm_api_key)
+            extra["setup_budgets"] = SetupBudgets(max_turns=options.setup_max_turns,
+                                                  max_tool_calls=options.setup_max_tool_calls,
+                                                  max_tokens=options.setup_max_tokens,
+                                                  max_seconds=options.setup_max_minutes * 60)
         return build_code(source, options.out, repo_path=paths, language=options.language, runs=options.runs,
                           backend="docker" if options.sandbox in ("docker", "auto") else "local", gate=options.gate,
                           limit=options.limit, cache_dir=options.cache_dir, store=options.store,

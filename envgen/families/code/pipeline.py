@@ -31,6 +31,7 @@ from .languages import detect_language, get_language
 from .packs import files_after, finalize, slug, stage_pack
 from .sources import GitHub, has_commit, open_source
 from .execution import validate_instance
+from .setup_agent import SetupAgent, SetupBudgets, info_for_report, tests_did_not_run
 
 REPORT = "build.json"
 STAGING = ".staging"
@@ -52,14 +53,17 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
                cache_dir: str | Path | None = None, store: Store | str | None = None, github: GitHub | None = None,
                test_timeout_s: float = 300.0, limits: dict[str, Any] | None = None,
                log: Callable[[str], None] = stderr_log,
-               progress: Callable[[str, str], Any] | None = None) -> BuildReport:
+               progress: Callable[[str, str], Any] | None = None, llm: Any = None,
+               setup_budgets: SetupBudgets | None = None, agents_dir: str | Path | None = None) -> BuildReport:
     """Build one code pack per task that survives filtering, validation and the red-team gate.
 
     source: ``github:OWNER/REPO``, ``git:PATH`` or ``swebench:FILE``; repo_path: a local clone (or
     {owner/name: path} for a multi-repository SWE-bench file); backend: ``docker`` (validation and gate
     in containers) or ``local`` (subprocesses with this machine's Python, for hosts without Docker);
     runs: repetitions of each side of the validation; limit: at most this many source instances.
-    ``progress(instance_id, outcome)`` is called once per candidate.
+    ``progress(instance_id, outcome)`` is called once per candidate. llm: model config(s) of the set-up
+    agent (``setup_agent``), which takes over when the recipe cannot make a task's tests run (Docker only);
+    recipes it recorded in ``store`` replay with or without it.
     """
     if backend not in ("docker", "local"):
         raise InputError(f"unknown backend {backend!r}; use docker or local")
@@ -95,6 +99,12 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     client = None
     if backend == "docker":
         client = engine()
+    # set-up agent (setup_agent.py): replays recorded recipes; with a model, takes over failed environments
+    if llm is not None and backend != "docker":
+        raise InputError("the set-up agent (--llm-model) works in the Docker sandbox; use --sandbox docker")
+    setup = SetupAgent(store, run_id=run_id, llm=llm, budgets=setup_budgets, log=log,
+                       agents_dir=Path(agents_dir) if agents_dir else None,
+                       work=out / ".setup-agent" if llm is not None else None) if backend == "docker" else None
     envs: dict[str, Any] = {}
     staging = out / STAGING
     try:
@@ -111,7 +121,7 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
             try:
                 result = _one(raw, lang_fixed, flt, envs, staging, out, client=client, backend=backend,
                               runs=runs, gate=gate, test_timeout_s=test_timeout_s, limits=limits, log=log,
-                              source=source)
+                              source=source, setup=setup)
             except Exception as e:
                 store.fail_stage(run_id, key, f"{type(e).__name__}: {e}")
                 store.add_error(run_id, key, type(e).__name__, str(e))
@@ -128,6 +138,8 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     report.rejected_by_reason = count_reasons(f"{r['stage']}: {reason_group(r['reason'])}" for r in report.rejections)
+    if setup is not None and setup.enabled:
+        details["llm"] = setup.usage()
     report.seconds = time.perf_counter() - started
     summary = report.summary()
     tmp = out / f".{REPORT}.tmp"
@@ -160,14 +172,35 @@ def _record(report: BuildReport, result: dict) -> None:
 
 
 def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gate, test_timeout_s, limits,
-         log, source) -> dict[str, Any]:
-    """One candidate through every stage; returns the JSON result the store keeps."""
+         log, source, setup: SetupAgent | None = None, override: tuple | None = None) -> dict[str, Any]:
+    """One candidate through every stage; returns the JSON result the store keeps. ``override``: (recipe,
+    report entry) the set-up agent made for this candidate, built and validated like any recipe."""
     stages: dict[str, float] = {}
+    setup_info: dict[str, Any] = {"source": "recipe"}
 
     def rejected(rej: Rejection, env: dict | None = None) -> dict:
         log(f"code: {raw.instance_id}: rejected at {rej.stage}: {rej.reason}")
+        details = rej.details if setup_info["source"] == "recipe" else {**rej.details, "setup": setup_info}
         return {"task": raw.instance_id, "status": "rejected", "stage": rej.stage, "reason": rej.reason,
-                "details": rej.details, "environment": env or {}, "stages": stages}
+                "details": details, "environment": env or {}, "stages": stages}
+
+    def take_over(why: str, tail: str = "", failed: EnvironmentFailed | None = None, image: str | None = None):
+        """The set-up agent's turn (``setup_agent``); None when it is not configured or already had it."""
+        if setup is None or not setup.enabled or setup_info["source"] != "recipe":
+            return None
+        t1 = time.perf_counter()
+        res = setup.rescue(cand, recipe, setup_commit, test_files, why=why, tail=tail, failed=failed,
+                           task_image=image, client=client)
+        _tick(stages, "setup_agent", t1)
+        setup_info.update(info_for_report(res.info))
+        if res.recipe is None:
+            return rejected(Rejection(cand.instance_id, "environment", res.reason))
+        result = _one(raw, lang_fixed, flt, envs, staging, out, client=client, backend=backend, runs=runs, gate=gate,
+                      test_timeout_s=test_timeout_s, limits=limits, log=log, source=source, setup=setup,
+                      override=(res.recipe, dict(setup_info)))
+        for k, v in stages.items():
+            result.setdefault("stages", {})[k] = result["stages"].get(k, 0.0) + v
+        return result
 
     t0 = time.perf_counter()
     lang = lang_fixed
@@ -192,6 +225,10 @@ def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gat
         recipe = lang.recipe(RepoView(cand.repo_path, setup_commit))
     except EnvgenError as e:
         return rejected(Rejection(cand.instance_id, "environment", f"no setup recipe: {e}"))
+    if override is not None:  # the set-up agent's recipe for this candidate
+        recipe, setup_info = override
+    elif setup is not None and (found := setup.replay(cand.repo, setup_commit, recipe)) is not None:
+        recipe, setup_info = found  # a recipe the set-up agent recorded for this repository version
     test_files = lang.runnable_tests(cand.test_files, files_after(view.files, cand.test_patch))
     env_info: dict[str, Any] = {"tag": None, "steps": [s.__dict__ | {"rc": None} for s in recipe.steps],
                                 "notes": recipe.notes, "image_base": recipe.image_base}
@@ -204,6 +241,8 @@ def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gat
         env = envs[recipe.key]
         if isinstance(env, EnvironmentFailed):
             steps = [asdict(s) for s in env.steps]
+            if (res := take_over(str(env), env.tail, failed=env)) is not None:
+                return res
             return rejected(Rejection(cand.instance_id, "environment", str(env), {"steps": steps, "tail": env.tail}),
                             {recipe.key: {"tag": None, "steps": steps, "failed": True}})
         env_info = {"tag": env.tag, "steps": [asdict(s) for s in env.steps], "notes": recipe.notes,
@@ -233,6 +272,8 @@ def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gat
     _tick(stages, "validate", t0)
     envs_out = {recipe.key: env_info}
     if not v.accepted:
+        if tests_did_not_run(v) and (res := take_over(f"validation: {v.reason}", _tail(v), image=image)) is not None:
+            return res
         return rejected(Rejection(cand.instance_id, "validate", v.reason,
                                   {"flaky": v.flaky, "PASS_TO_FAIL": v.PASS_TO_FAIL, "runs": v.runs}), envs_out)
     pack = finalize(pack, v, {"tag": env_info["tag"], "step_rc": {s["name"]: s["rc"] for s in env_info["steps"]},
@@ -261,4 +302,9 @@ def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gat
             "summary": {"FAIL_TO_PASS": len(v.FAIL_TO_PASS), "PASS_TO_PASS": len(v.PASS_TO_PASS),
                         "flaky": v.flaky, "validation_wall_s": v.wall_seconds, "test_s": v.test_seconds,
                         "image": image, "unique_image_bytes": sharing.get("unique_bytes"), "gate": probes,
-                        "created_at": cand.created_at, "environment": recipe.key}}
+                        "created_at": cand.created_at, "environment": recipe.key, "setup": setup_info}}
+
+
+def _tail(v) -> str:
+    """The last output of a failed validation's gold run, when the kit kept it."""
+    return next((r.get("tail") or "" for r in reversed(v.runs) if r.get("mode") == "gold" and r.get("tail")), "")
