@@ -67,6 +67,8 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     """
     if backend not in ("docker", "local"):
         raise InputError(f"unknown backend {backend!r}; use docker or local")
+    if llm is not None and backend != "docker":  # the set-up agent (setup_agent.py) works in containers
+        raise InputError("the set-up agent (--llm-model) works in the Docker sandbox; use --sandbox docker")
     started = time.perf_counter()
     out = Path(out).resolve()
     _check_out(out)
@@ -100,8 +102,6 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     if backend == "docker":
         client = engine()
     # set-up agent (setup_agent.py): replays recorded recipes; with a model, takes over failed environments
-    if llm is not None and backend != "docker":
-        raise InputError("the set-up agent (--llm-model) works in the Docker sandbox; use --sandbox docker")
     setup = SetupAgent(store, run_id=run_id, llm=llm, budgets=setup_budgets, log=log,
                        agents_dir=Path(agents_dir) if agents_dir else None,
                        work=out / ".setup-agent" if llm is not None else None) if backend == "docker" else None
