@@ -59,7 +59,7 @@ def make_greet_repo(root: Path, module: str, ci_install: str) -> dict[str, str]:
                                        "def shout(name):\n    return greet(name).upper() + '!'\n",
                   "tests/test_greet.py": tests + "\n\ndef test_shout():\n    from greet import shout\n"
                                                  "    assert shout('Ada') == 'HELLO, ADA!'\n"})
-    shas["fix"] = _commit(root, "Add shout(), which greets loudly", 2)
+    shas["fix"] = _commit(root, "Add shout(), which greets a name loudly with an exclamation mark", 2)
     return shas
 
 
