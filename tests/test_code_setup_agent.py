@@ -41,15 +41,15 @@ RUN_ID = "code:test-setup"
 # ---------------------------------------------------------------- a repository whose tests need an undeclared module
 
 
-def make_greet_repo(root: Path, module: str, ci_install: str) -> dict[str, str]:
+def make_greet_repo(root: Path, module: str, ci_install: str, deps: str = "") -> dict[str, str]:
     """``greet``: pyproject declares no dependencies, the tests import ``module`` at the top (a test dependency
     only the CI workflow installs, as real projects do). The fix adds ``shout`` and its test."""
     root.mkdir(parents=True, exist_ok=True)
     _git(root, "init", "-q", "-b", "main")
     tests = (f"import {module}\nfrom greet import greet\n\n\ndef test_greet():\n    assert greet('Ada') == 'Hello, Ada'\n\n\n"
              f"def test_helper_loaded():\n    assert {module} is not None\n")
-    _write(root, {"pyproject.toml": '[project]\nname = "greet"\nversion = "0.3.0"\nrequires-python = ">=3.9"\n\n'
-                                    '[tool.pytest.ini_options]\ntestpaths = ["tests"]\n',
+    _write(root, {"pyproject.toml": '[project]\nname = "greet"\nversion = "0.3.0"\nrequires-python = ">=3.9"\n'
+                                    f'{deps}\n[tool.pytest.ini_options]\ntestpaths = ["tests"]\n',
                   ".github/workflows/ci.yml": "jobs:\n  test:\n    steps:\n      - uses: actions/checkout@v4\n"
                                               f"      - run: {ci_install}\n      - run: pytest\n",
                   "greet/__init__.py": "def greet(name):\n    return 'Hello, ' + name\n",
@@ -292,7 +292,13 @@ def docker_built(tmp_path_factory):
         second = build_code(f"git:{root / 'greet'}", root / "out2", backend="docker", store=root / "state.sqlite",
                             runs=1, gate=False, llm=llm(fake), log=logs.append)
         requests_second = len(fake.log) - requests_first
-    return {"root": root, "shas": shas, "first": first, "second": second, "bodies": bodies,
+    # a pin to a release the index does not have: the environment image fails at its dependencies step
+    pinned = make_greet_repo(root / "pinned", "six", "pip install six pytest", deps='dependencies = ["six==0.0.1"]\n')
+    with FakeLLM(scripted(call("run_tests"), call("step", {"command": install}), call("done", {"summary": "six"}))) as fake:
+        third = build_code(f"git:{root / 'pinned'}", root / "out-pinned", backend="docker",
+                           store=root / "state.sqlite", runs=1, gate=False, llm=llm(fake), log=logs.append)
+        pinned_bodies = [r.body for r in fake.log]
+    return {"third": third, "pinned": pinned, "pinned_bodies": pinned_bodies, "root": root, "shas": shas, "first": first, "second": second, "bodies": bodies,
             "requests": (requests_first, requests_second), "install": install, "venv_pip": venv_pip, "logs": logs}
 
 
@@ -334,3 +340,19 @@ def test_a_rerun_replays_the_recorded_recipe_without_a_model_call(docker_built):
     assert (summary["FAIL_TO_PASS"], summary["PASS_TO_PASS"]) == (1, 2)
     assert any("replaying the set-up agent's recorded recipe" in line for line in d["logs"])
 
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(900)
+def test_an_environment_that_fails_to_build_is_set_up_from_its_venv_step(docker_built):
+    d = docker_built
+    third = d["third"]
+    assert third.kept == 1, third.rejections
+    summary = third.details["tasks"][f"pinned-{d['pinned']['fix'][:12]}"]
+    assert (summary["FAIL_TO_PASS"], summary["PASS_TO_PASS"]) == (1, 2)
+    assert summary["setup"]["source"] == "agent" and summary["setup"]["steps"] == [d["install"]]
+    assert "dependencies" in summary["setup"]["trigger"] and "exited with" in summary["setup"]["trigger"]
+    brief = d["pinned_bodies"][0]["messages"][1]["content"]
+    assert "dependencies (exit 1)" in brief and "six==0.0.1" in brief
+    (key, env), = [(k, e) for k, e in third.details["environments"].items() if e.get("tag")]
+    assert [s["name"] for s in env["steps"]] == ["venv"]  # the failed step and what followed are gone

@@ -13,20 +13,20 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from ...build.offline import gate_all
 from ...build.report import BuildReport, count_reasons
 from ...sandbox.engine import engine
-from ...errors import EnvgenError, EnvironmentFailed, InputError, SandboxError
+from ...errors import BuildError, EnvgenError, EnvironmentFailed, InputError, SandboxError
 from ...sandbox.images import build_pack_image, stderr_log
 from ...pack.format import MANIFEST, Provenance, load
 from ...store import Store
 from .candidates import Filters, Rejection, make_candidate, reason_group, swebench_filters
 from .repo_image import build_environment, layer_sharing
-from .lang import Language, RepoView
+from .lang import Language, Recipe, RepoView
 from .languages import detect_language, get_language
 from .packs import files_after, finalize, slug, stage_pack
 from .sources import GitHub, has_commit, open_source
@@ -184,12 +184,13 @@ def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gat
         return {"task": raw.instance_id, "status": "rejected", "stage": rej.stage, "reason": rej.reason,
                 "details": details, "environment": env or {}, "stages": stages}
 
-    def take_over(why: str, tail: str = "", failed: EnvironmentFailed | None = None, image: str | None = None):
+    def take_over(why: str, tail: str = "", failed: EnvironmentFailed | None = None, image: str | None = None,
+                  start: Recipe | None = None):
         """The set-up agent's turn (``setup_agent``); None when it is not configured or already had it."""
         if setup is None or not setup.enabled or setup_info["source"] != "recipe":
             return None
         t1 = time.perf_counter()
-        res = setup.rescue(cand, recipe, setup_commit, test_files, why=why, tail=tail, failed=failed,
+        res = setup.rescue(cand, start or recipe, setup_commit, test_files, why=why, tail=tail, failed=failed,
                            task_image=image, client=client)
         _tick(stages, "setup_agent", t1)
         setup_info.update(info_for_report(res.info))
@@ -258,7 +259,13 @@ def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gat
     image = None
     sharing: dict[str, Any] = {}
     if backend == "docker":
-        pack = build_pack_image(pack, client=client, log=log)
+        try:
+            pack = build_pack_image(pack, client=client, log=log)
+        except BuildError as e:  # the task layer's steps failed: the set-up agent starts from the environment
+            if recipe.task_steps and (res := take_over(f"the task layer failed: {e}"[:1000], str(e)[-1500:],
+                                                       image=env.tag, start=replace(recipe, task_steps=[]))) is not None:
+                return res
+            raise
         image = pack.manifest.image.tag
         sharing = layer_sharing(client, image, env.tag)
     _tick(stages, "task_image", t0)
