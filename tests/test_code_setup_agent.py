@@ -255,6 +255,8 @@ def test_when_the_agent_takes_over():
     assert setup_agent.tests_did_not_run(judge("x", {"runs": [base, nothing]}, 1))
     assert setup_agent.tests_did_not_run(judge("x", {"runs": [base, errored]}, 1))  # every test errored at setup
     assert not setup_agent.tests_did_not_run(judge("x", {"runs": [base, ran]}, 1))  # they ran: a task problem, not set-up
+    unapplied = {"mode": "gold", "run": 1, "outcomes": {}, "error": "the gold patch does not apply"}
+    assert not setup_agent.tests_did_not_run(judge("x", {"runs": [base, unapplied]}, 1))
     failed = EnvironmentFailed("step 'dependencies' exited with 1", [StepResult("venv", "a", 0),
                                                                      StepResult("dependencies", "b", 1),
                                                                      StepResult("package", "c", None)])
@@ -356,3 +358,16 @@ def test_an_environment_that_fails_to_build_is_set_up_from_its_venv_step(docker_
     assert "dependencies (exit 1)" in brief and "six==0.0.1" in brief
     (key, env), = [(k, e) for k, e in third.details["environments"].items() if e.get("tag")]
     assert [s["name"] for s in env["steps"]] == ["venv"]  # the failed step and what followed are gone
+
+
+def test_the_code_family_takes_the_llm_options_and_the_set_up_budgets():
+    from envgen.families.code.family import FAMILY
+
+    names = {o.name: o.flags for o in FAMILY.describe_options()}
+    assert names["llm_model"] == ("--llm-model",) and "llm_config" in names
+    assert {"--setup-max-turns", "--setup-max-tool-calls", "--setup-max-tokens", "--setup-max-minutes"} <= \
+        {f for flags in names.values() for f in flags}
+    opts = FAMILY.options(out="x", source="git:.", setup_max_tool_calls=5)
+    assert not opts.uses_llm and opts.setup_max_tool_calls == 5  # without a model the build is unchanged
+    with pytest.raises(InputError, match="--setup-max-tool-calls"):
+        FAMILY.options(out="x", source="git:.", setup_max_tool_calls=0)
