@@ -282,7 +282,7 @@ def docker_built(tmp_path_factory):
     shas = make_greet_repo(root / "greet", "six", "pip install six pytest")
     venv_pip = "python3 -m venv --system-site-packages /opt/envgen/venv"
     install = "/opt/envgen/venv/bin/python -m pip install --no-cache-dir --progress-bar off 'six>=1.16'"
-    turns = [call("run_tests"), call("bash", {"command": "cat .github/workflows/ci.yml"}),
+    turns = [call("run_tests"), call("bash", {"command": "cat .github/workflows/ci.yml; ls /opt/envgen/setup"}),
              call("step", {"command": venv_pip}), call("step", {"command": install}), call("run_tests"),
              call("done", {"summary": "six, a test dependency only the CI installs"})]
     logs: list[str] = []
@@ -322,6 +322,9 @@ def test_the_agent_turns_an_unrunnable_repository_into_a_validated_task(docker_b
     assert setup["turns"] == 6 and setup["tokens"] > 0 and setup["trigger"].startswith("validation:")
     first_answer = [m["content"] for m in d["bodies"][1]["messages"] if m["role"] == "tool"][0]
     assert "No module named 'six'" in first_answer and "Target tests ran: NO" in first_answer
+    listing = [m["content"] for m in d["bodies"][2]["messages"] if m["role"] == "tool"][-1]
+    assert "pip install six pytest" in listing and "test.patch" in listing
+    assert "gold.patch" not in listing  # the fix is in the container only while the tests run
     dockerfile = (d["root"] / "out" / name / "env" / "Dockerfile").read_text()
     assert d["install"] in dockerfile  # the recorded step is the task layer's, replayed in the image build
     assert first.details["llm"]["spent"]["calls"] == 6

@@ -224,8 +224,9 @@ class DockerBench:
                 "test_patch": f"{SETUP_DIR}/test.patch",
                 "modes": [{"name": "base", "submission": None}, {"name": "gold", "submission": f"{SETUP_DIR}/gold.patch"}]}
         self.spec = spec
-        self.files = {"test.patch": test_patch.encode("utf-8", "surrogateescape"),
-                      "gold.patch": gold_patch.encode("utf-8", "surrogateescape"), "repo.git": snapshot}
+        self.files = {"test.patch": test_patch.encode("utf-8", "surrogateescape"), "repo.git": snapshot}
+        self.gold = gold_patch.encode("utf-8", "surrogateescape")
+        """Copied in only while the tests run: the agent never reads the fix (nor could a step carry it)."""
         self.memory_mb = memory_mb
         self.containers: list = []
         self.main = self._start()
@@ -260,6 +261,7 @@ class DockerBench:
     def _tests(self, c, timeout: float) -> dict:
         bridge = self.client.networks.get("bridge")
         bridge.disconnect(c, force=True)
+        c.put_archive("/", _tar({SETUP_DIR.lstrip("/") + "/gold.patch": self.gold}))
         try:
             self._exec(c, f"rm -rf {CHECK_WORK}", 60, cwd="/")
             boot = _BOOT.format(kit=VERIFIERS_DIR, spec=f"{SETUP_DIR}/spec.json")
@@ -268,6 +270,7 @@ class DockerBench:
                                  user=f"{SANDBOX_UID}:{SANDBOX_UID}",
                                  env={"TZ": "UTC", "PYTHONHASHSEED": "0", "HOME": "/tmp"})
         finally:
+            self._exec(c, f"rm -f {SETUP_DIR}/gold.patch", 60, cwd="/")
             bridge.connect(c)
         for line in reversed(out.strip().splitlines()):
             if line.startswith("{"):
