@@ -14,11 +14,14 @@ from ...llm.client import load_llm
 from ...sandbox.engine import docker_available
 from ...sandbox.images import stderr_log
 from .pipeline import build_code
+from .setup_agent import SetupBudgets
 from .sources import load_issues
 
 
 class CodeOptions(LLMOptions, BuildOptions):
-    """Options of the code family. ``out`` is a folder that receives one pack per kept task."""
+    """Options of the code family. ``out`` is a folder that receives one pack per kept task. With --llm-model or
+    --llm-config, the set-up agent takes over where the recipe cannot make a task's tests run (and the spec
+    judge can score statements)."""
 
     sandbox: Literal["local", "docker", "auto"] = Field(
         "docker", description="Where validation and the gate run: docker (default: the task image, as episodes "
@@ -43,6 +46,12 @@ class CodeOptions(LLMOptions, BuildOptions):
                                                 "--llm-config.")
     min_spec: Literal["well-specified", "needs-interpretation", "underspecified"] | None = Field(
         None, description="Reject tasks the spec judge scores below this level (implies --judge-spec).")
+
+    setup_max_turns: int | None = Field(None, ge=1, description="Set-up agent: model turns per task (default: "
+                                                                "agents/env-setup.md's budget).")
+    setup_max_tool_calls: int = Field(60, ge=1, description="Set-up agent: tool calls per task.")
+    setup_max_tokens: int | None = Field(None, ge=1, description="Set-up agent: prompt + completion tokens per task.")
+    setup_max_minutes: float = Field(30.0, gt=0, description="Set-up agent: wall time per task, in minutes.")
 
 
 LOCAL_WARNING = ("code: warning: --sandbox local validates on this machine with its own Python and packages, "
@@ -81,18 +90,25 @@ class Code(Family):
             pairs = [p.split("=", 1) for p in options.repo_path]
             paths = dict(pairs) if all(len(p) == 2 for p in pairs) else options.repo_path[0]
         extra: dict[str, Any] = {"log": log} if log is not None else {}
-        if options.issues is not None:
-            extra["issues"] = load_issues(options.issues)
-        if options.judge_spec or options.min_spec:
-            if not options.uses_llm:
-                raise InputError("--judge-spec and --min-spec need a model: pass --llm-model (and --llm-base-url) "
-                                 "or --llm-config")
-            extra["judge_llm"] = load_llm(options.llm_config, base_url=options.llm_base_url,
-                                          model=options.llm_model, api_key=options.llm_api_key)
-            extra["min_spec"] = options.min_spec
         backend = backend_of(options.sandbox)
         if backend == "local":
             (log or stderr_log)(LOCAL_WARNING)
+        if options.issues is not None:
+            extra["issues"] = load_issues(options.issues)
+        llm = load_llm(options.llm_config, base_url=options.llm_base_url, model=options.llm_model,
+                       api_key=options.llm_api_key) if options.uses_llm else None
+        if llm is not None and backend == "docker":  # the set-up agent (setup_agent.py) works in Docker only
+            extra["llm"] = llm
+            extra["setup_budgets"] = SetupBudgets(max_turns=options.setup_max_turns,
+                                                  max_tool_calls=options.setup_max_tool_calls,
+                                                  max_tokens=options.setup_max_tokens,
+                                                  max_seconds=options.setup_max_minutes * 60)
+        if options.judge_spec or options.min_spec:
+            if llm is None:
+                raise InputError("--judge-spec and --min-spec need a model: pass --llm-model (and --llm-base-url) "
+                                 "or --llm-config")
+            extra["judge_llm"] = llm
+            extra["min_spec"] = options.min_spec
         return build_code(source, options.out, repo_path=paths, language=options.language, runs=options.runs,
                           backend=backend, gate=options.gate,
                           limit=options.limit, cache_dir=options.cache_dir, store=options.store,

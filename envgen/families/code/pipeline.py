@@ -13,14 +13,14 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from ...build.offline import gate_all
 from ...build.report import BuildReport, count_reasons
 from ...sandbox.engine import engine
-from ...errors import EnvgenError, EnvironmentFailed, InputError, SandboxError
+from ...errors import BuildError, EnvgenError, EnvironmentFailed, InputError, SandboxError
 from ...sandbox.images import build_pack_image, stderr_log
 from ...pack.format import MANIFEST, Provenance, load
 from ...paths import bundled
@@ -34,6 +34,7 @@ from .sources import GitHub, has_commit, open_source
 from .execution import Validation, validate_instance
 from .spec_judge import ROLE, SpecJudge, check_level, meets
 from ...llm.client import LLMClient, LLMConfig, LLMPool
+from .setup_agent import SetupAgent, SetupBudgets, info_for_report, tests_did_not_run
 
 REPORT = "build.json"
 STAGING = ".staging"
@@ -56,7 +57,8 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
                test_timeout_s: float = 300.0, limits: dict[str, Any] | None = None, python: str | None = None,
                log: Callable[[str], None] = stderr_log,
                progress: Callable[[str, str], Any] | None = None, issues: dict[int, Any] | None = None,
-               judge_llm: LLMPool | LLMConfig | None = None, min_spec: str | None = None) -> BuildReport:
+               judge_llm: LLMPool | LLMConfig | None = None, min_spec: str | None = None, llm: Any = None,
+               setup_budgets: SetupBudgets | None = None, agents_dir: str | Path | None = None) -> BuildReport:
     """Build one code pack per task that survives filtering, validation and the red-team gate.
 
     source: ``github:OWNER/REPO``, ``git:PATH`` or ``swebench:FILE``; repo_path: a local clone (or
@@ -68,9 +70,13 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     output folder resumes: a candidate whose key (``task_key``) is unchanged is not redone. ``issues``: issue
     texts for local history ({number: text or {title, body}}). ``judge_llm``: score each validated task's
     statement with the spec judge (``spec_judge``); ``min_spec``: reject tasks judged below this level.
+    llm: model config(s) of the set-up agent (``setup_agent``), which takes over when the recipe cannot make a
+    task's tests run (Docker only); recipes it recorded in ``store`` replay with or without it.
     """
     if backend not in ("docker", "local"):
         raise InputError(f"unknown backend {backend!r}; use docker or local")
+    if llm is not None and backend != "docker":  # the set-up agent (setup_agent.py) works in containers
+        raise InputError("the set-up agent (--llm-model) works in the Docker sandbox; use --sandbox docker")
     started = time.perf_counter()
     out = Path(out).resolve()
     _check_out(out)
@@ -82,7 +88,8 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     settings = {"backend": backend, "python": python, "runs": runs, "test_timeout_s": test_timeout_s,
                 "kit": kit_version(), "gate": gate, "limits": limits, "language": language,
                 "filters": asdict(flt) if is_dataclass(flt) else repr(flt),
-                "spec_judge": spec_judge.llm.config.model if spec_judge else None, "min_spec": min_spec}
+                "spec_judge": spec_judge.llm.config.model if spec_judge else None, "min_spec": min_spec,
+                "setup_agent": llm is not None}
     store.open_run(run_id, "build-code", {"source": source, "out": str(out), "runs": runs, "backend": backend,
                                           "python": python})
     if not (out / REPORT).is_file():  # marks the folder as a code build's, so an interrupted one can resume
@@ -109,6 +116,10 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     client = None
     if backend == "docker":
         client = engine()
+    # set-up agent (setup_agent.py): replays recorded recipes; with a model, takes over failed environments
+    setup = SetupAgent(store, run_id=run_id, llm=llm, budgets=setup_budgets, log=log,
+                       agents_dir=Path(agents_dir) if agents_dir else None,
+                       work=out / ".setup-agent" if llm is not None else None) if backend == "docker" else None
     envs: dict[str, Any] = {}
     staging = out / STAGING
     try:
@@ -133,7 +144,7 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
             try:
                 result = _one(raw, plan, plan_stages, envs, staging, out, client=client, backend=backend,
                               runs=runs, gate=gate, test_timeout_s=test_timeout_s, limits=limits, log=log,
-                              source=source, spec_judge=spec_judge, min_spec=min_spec)
+                              source=source, spec_judge=spec_judge, min_spec=min_spec, setup=setup)
             except Exception as e:
                 store.fail_stage(run_id, key, f"{type(e).__name__}: {e}")
                 store.add_error(run_id, key, type(e).__name__, str(e))
@@ -150,6 +161,8 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     report.rejected_by_reason = count_reasons(f"{r['stage']}: {reason_group(r['reason'])}" for r in report.rejections)
+    if setup is not None and setup.enabled:
+        details["llm"] = setup.usage()
     report.seconds = time.perf_counter() - started
     summary = report.summary()
     tmp = out / f".{REPORT}.tmp"
@@ -219,15 +232,19 @@ def _plan(raw, lang_fixed, flt, stages: dict[str, float]) -> tuple:
     if isinstance(cand, Rejection):
         return cand, lang, None
     t0 = time.perf_counter()
-    setup_commit = (cand.meta.get("swebench") or {}).get("environment_setup_commit")
-    if not setup_commit or not has_commit(cand.repo_path, setup_commit):
-        setup_commit = cand.base_commit  # SWE-bench installs a version from its setup commit; mined tasks from their own
     try:
-        recipe = lang.recipe(RepoView(cand.repo_path, setup_commit))
+        recipe = lang.recipe(RepoView(cand.repo_path, _setup_commit(cand)))
     except EnvgenError as e:
         recipe = Rejection(cand.instance_id, "environment", f"no setup recipe: {e}")
     _tick(stages, "environment", t0)
     return cand, lang, recipe
+
+
+def _setup_commit(cand) -> str:
+    """The commit the environment is set up from: SWE-bench installs a version from its setup commit, mined
+    tasks from their own base."""
+    setup_commit = (cand.meta.get("swebench") or {}).get("environment_setup_commit")
+    return setup_commit if setup_commit and has_commit(cand.repo_path, setup_commit) else cand.base_commit
 
 
 def kit_version() -> str:
@@ -247,14 +264,37 @@ def task_key(instance_id: str, settings: dict[str, Any], recipe: Any) -> str:
 
 
 def _one(raw, plan, plan_stages, envs, staging, out, *, client, backend, runs, gate, test_timeout_s, limits,
-         log, source, spec_judge=None, min_spec=None) -> dict[str, Any]:
-    """One candidate through every stage; returns the JSON result the store keeps."""
+         log, source, spec_judge=None, min_spec=None, setup: SetupAgent | None = None,
+         override: tuple | None = None) -> dict[str, Any]:
+    """One candidate through every stage; returns the JSON result the store keeps. ``override``: (recipe,
+    report entry) the set-up agent made for this candidate, built and validated like any recipe."""
     stages: dict[str, float] = {}
+    setup_info: dict[str, Any] = {"source": "recipe"}
 
     def rejected(rej: Rejection, env: dict | None = None) -> dict:
         log(f"code: {raw.instance_id}: rejected at {rej.stage}: {rej.reason}")
+        details = rej.details if setup_info["source"] == "recipe" else {**rej.details, "setup": setup_info}
         return {"task": raw.instance_id, "status": "rejected", "stage": rej.stage, "reason": rej.reason,
-                "details": rej.details, "environment": env or {}, "stages": stages}
+                "details": details, "environment": env or {}, "stages": stages}
+
+    def take_over(why: str, tail: str = "", failed: EnvironmentFailed | None = None, image: str | None = None,
+                  start: Recipe | None = None):
+        """The set-up agent's turn (``setup_agent``); None when it is not configured or already had it."""
+        if setup is None or not setup.enabled or setup_info["source"] != "recipe":
+            return None
+        t1 = time.perf_counter()
+        res = setup.rescue(cand, start or recipe, setup_commit, test_files, why=why, tail=tail, failed=failed,
+                           task_image=image, client=client)
+        _tick(stages, "setup_agent", t1)
+        setup_info.update(info_for_report(res.info))
+        if res.recipe is None:
+            return rejected(Rejection(cand.instance_id, "environment", res.reason))
+        result = _one(raw, (cand, lang, recipe), {}, envs, staging, out, client=client, backend=backend, runs=runs,
+                      gate=gate, test_timeout_s=test_timeout_s, limits=limits, log=log, source=source,
+                      spec_judge=spec_judge, min_spec=min_spec, setup=setup, override=(res.recipe, dict(setup_info)))
+        for k, v in stages.items():
+            result.setdefault("stages", {})[k] = result["stages"].get(k, 0.0) + v
+        return result
 
     cand, lang, recipe = plan
     stages.update(plan_stages)
@@ -264,6 +304,11 @@ def _one(raw, plan, plan_stages, envs, staging, out, *, client, backend, runs, g
     view = RepoView(cand.repo_path, cand.base_commit)
     if isinstance(recipe, Rejection):
         return rejected(recipe)
+    setup_commit = _setup_commit(cand)
+    if override is not None:  # the set-up agent's recipe for this candidate
+        recipe, setup_info = override
+    elif setup is not None and (found := setup.replay(cand.repo, setup_commit, recipe)) is not None:
+        recipe, setup_info = found  # a recipe the set-up agent recorded for this repository version
     test_files = lang.runnable_tests(cand.test_files, files_after(view.files, cand.test_patch))
     env_info: dict[str, Any] = {"tag": None, "steps": [s.__dict__ | {"rc": None} for s in recipe.steps],
                                 "notes": recipe.notes, "image_base": recipe.image_base}
@@ -276,6 +321,8 @@ def _one(raw, plan, plan_stages, envs, staging, out, *, client, backend, runs, g
         env = envs[recipe.key]
         if isinstance(env, EnvironmentFailed):
             steps = [asdict(s) for s in env.steps]
+            if (res := take_over(str(env), env.tail, failed=env)) is not None:
+                return res
             return rejected(Rejection(cand.instance_id, "environment", str(env), {"steps": steps, "tail": env.tail}),
                             {recipe.key: {"tag": None, "steps": steps, "failed": True}})
         env_info = {"tag": env.tag, "steps": [asdict(s) for s in env.steps], "notes": recipe.notes,
@@ -291,7 +338,13 @@ def _one(raw, plan, plan_stages, envs, staging, out, *, client, backend, runs, g
     image = None
     sharing: dict[str, Any] = {}
     if backend == "docker":
-        pack = build_pack_image(pack, client=client, log=log)
+        try:
+            pack = build_pack_image(pack, client=client, log=log)
+        except BuildError as e:  # the task layer's steps failed: the set-up agent starts from the environment
+            if recipe.task_steps and (res := take_over(f"the task layer failed: {e}"[:1000], str(e)[-1500:],
+                                                       image=env.tag, start=replace(recipe, task_steps=[]))) is not None:
+                return res
+            raise
         image = pack.manifest.image.tag
         sharing = layer_sharing(client, image, env.tag)
     _tick(stages, "task_image", t0)
@@ -305,6 +358,8 @@ def _one(raw, plan, plan_stages, envs, staging, out, *, client, backend, runs, g
     _tick(stages, "validate", t0)
     envs_out = {recipe.key: env_info}
     if not v.accepted:
+        if tests_did_not_run(v) and (res := take_over(f"validation: {v.reason}", v.log_tail, image=image)) is not None:
+            return res
         return rejected(Rejection(cand.instance_id, "validate", v.reason, rejection_details(v)), envs_out)
     spec = None
     if spec_judge is not None:  # the statement against the validated FAIL_TO_PASS tests (spec_judge.py)
@@ -342,4 +397,4 @@ def _one(raw, plan, plan_stages, envs, staging, out, *, client, backend, runs, g
                         "not_run": v.not_run, "validation_wall_s": v.wall_seconds, "test_s": v.test_seconds,
                         "image": image, "unique_image_bytes": sharing.get("unique_bytes"), "gate": probes,
                         "created_at": cand.created_at, "environment": recipe.key,
-                        **({"spec": spec["label"]} if spec else {})}}
+                        "setup": setup_info, **({"spec": spec["label"]} if spec else {})}}
