@@ -33,6 +33,8 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
+from . import install as _generated
+
 PASSED, FAILED, ERROR, SKIPPED, XFAIL = "passed", "failed", "error", "skipped", "xfail"
 PASSING = (PASSED, XFAIL)
 """Outcomes that count as a pass (an expected failure met its expectation, as SWE-bench counts it)."""
@@ -372,13 +374,17 @@ def prepare_repo(work_dir: str, repo: str = "repo", git_dir: str = "repo.git") -
         with open(gitfile, "w") as f:
             f.write(f"gitdir: {os.path.relpath(gd, tree)}\n")
         git(tree, "reset", "--hard", "-q")
+        _generated.overlay(tree)  # files the install generated (install.GENERATED_DIR; none outside an image)
     return tree
 
 
-def reset_repo(tree: str, base: str) -> None:
-    """Back to ``base`` exactly: tracked files restored, untracked and ignored files removed."""
+def reset_repo(tree: str, base: str, generated: bool = True) -> None:
+    """Back to ``base`` exactly: tracked files restored, untracked and ignored files removed, then the
+    files the install generated laid back (``generated``; ``stage`` lays them after the submission)."""
     git(tree, "reset", "--hard", "-q", base)
     git(tree, "clean", "-ffdxq")
+    if generated:
+        _generated.overlay(tree)
 
 
 def apply_patch(tree: str, text: str, what: str) -> None:
@@ -446,7 +452,7 @@ def stage(tree: str, base: str, test_patch: str, submission: str | None = None, 
     Returns the paths the submission changed that were restored. Raises PatchError when a patch does
     not apply. The same function stages validation runs (gold patch as the submission).
     """
-    reset_repo(tree, base)
+    reset_repo(tree, base, generated=False)
     tmp = tempfile.mkdtemp(prefix="envgen-index-")
     try:
         env = dict(_git_env(), GIT_INDEX_FILE=os.path.join(tmp, "index"))
@@ -491,6 +497,14 @@ def stage(tree: str, base: str, test_patch: str, submission: str | None = None, 
             if out.returncode != 0:
                 why = out.stderr.decode(errors="replace").strip()[-500:]
                 raise PatchError(f"restoring the test files failed: {why}")
+        # the files the install generated are infrastructure too: exactly as the install left them,
+        # with nothing in their place that Python would import instead
+        touched = set(patch_files(submission)) if submission is not None else set()
+        for p in _generated.shadows(tree, keep=at_base):
+            full = os.path.join(tree, p)
+            shutil.rmtree(full) if os.path.isdir(full) and not os.path.islink(full) else os.unlink(full)
+            changed.append(p)
+        changed += [p for p in _generated.overlay(tree) if p in touched and p not in changed]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return changed

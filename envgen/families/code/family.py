@@ -25,6 +25,8 @@ class CodeOptions(BuildOptions):
     gate: bool = Field(True, description="Run the red-team gate on validated tasks.")
     limit: int | None = Field(None, ge=1, description="At most this many source instances.")
     cache_dir: Path | None = Field(None, description="GitHub response and clone cache (default: the cache dir).")
+    python: str | None = Field(None, pattern=r"^\d+\.\d+$", description="Python version X.Y for every task "
+                               "(default: chosen from each repository's metadata among the base images').")
 
 
 class Code(Family):
@@ -53,7 +55,7 @@ class Code(Family):
         extra: dict[str, Any] = {"log": log} if log is not None else {}
         return build_code(source, options.out, repo_path=paths, language=options.language, runs=options.runs,
                           backend="docker" if options.sandbox in ("docker", "auto") else "local", gate=options.gate,
-                          limit=options.limit, cache_dir=options.cache_dir, store=options.store,
+                          limit=options.limit, cache_dir=options.cache_dir, store=options.store, python=options.python,
                           progress=(lambda task, outcome: progress(1)) if progress else None, **extra)
 
 

@@ -21,11 +21,11 @@ from ...build.offline import gate_all
 from ...build.report import BuildReport, count_reasons
 from ...sandbox.engine import engine
 from ...errors import EnvgenError, EnvironmentFailed, InputError, SandboxError
-from ...sandbox.images import build_pack_image, stderr_log
+from ...sandbox.images import stderr_log
 from ...pack.format import MANIFEST, Provenance, load
 from ...store import Store
 from .candidates import Filters, Rejection, make_candidate, reason_group, swebench_filters
-from .repo_image import build_environment, layer_sharing
+from .repo_image import build_environment, build_task_image, layer_sharing
 from .lang import Language, RepoView
 from .languages import detect_language, get_language
 from .packs import files_after, finalize, slug, stage_pack
@@ -51,7 +51,7 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
                backend: str = "docker", gate: bool = True, limit: int | None = None,
                cache_dir: str | Path | None = None, store: Store | str | None = None, github: GitHub | None = None,
                test_timeout_s: float = 300.0, limits: dict[str, Any] | None = None,
-               log: Callable[[str], None] = stderr_log,
+               log: Callable[[str], None] = stderr_log, python: str | None = None,
                progress: Callable[[str, str], Any] | None = None) -> BuildReport:
     """Build one code pack per task that survives filtering, validation and the red-team gate.
 
@@ -59,7 +59,8 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     {owner/name: path} for a multi-repository SWE-bench file); backend: ``docker`` (validation and gate
     in containers) or ``local`` (subprocesses with this machine's Python, for hosts without Docker);
     runs: repetitions of each side of the validation; limit: at most this many source instances.
-    ``progress(instance_id, outcome)`` is called once per candidate.
+    ``progress(instance_id, outcome)`` is called once per candidate. python: the interpreter version
+    (``X.Y``) every task uses instead of the one its metadata picks.
     """
     if backend not in ("docker", "local"):
         raise InputError(f"unknown backend {backend!r}; use docker or local")
@@ -111,7 +112,7 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
             try:
                 result = _one(raw, lang_fixed, flt, envs, staging, out, client=client, backend=backend,
                               runs=runs, gate=gate, test_timeout_s=test_timeout_s, limits=limits, log=log,
-                              source=source)
+                              source=source, python=python)
             except Exception as e:
                 store.fail_stage(run_id, key, f"{type(e).__name__}: {e}")
                 store.add_error(run_id, key, type(e).__name__, str(e))
@@ -160,7 +161,7 @@ def _record(report: BuildReport, result: dict) -> None:
 
 
 def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gate, test_timeout_s, limits,
-         log, source) -> dict[str, Any]:
+         log, source, python=None) -> dict[str, Any]:
     """One candidate through every stage; returns the JSON result the store keeps."""
     stages: dict[str, float] = {}
 
@@ -189,10 +190,10 @@ def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gat
     if not setup_commit or not has_commit(cand.repo_path, setup_commit):
         setup_commit = cand.base_commit  # SWE-bench installs a version from its setup commit; mined tasks from their own
     try:
-        recipe = lang.recipe(RepoView(cand.repo_path, setup_commit))
+        recipe = lang.recipe(RepoView(cand.repo_path, setup_commit), python=python)
     except EnvgenError as e:
         return rejected(Rejection(cand.instance_id, "environment", f"no setup recipe: {e}"))
-    test_files = lang.runnable_tests(cand.test_files, files_after(view.files, cand.test_patch))
+    test_files = lang.runnable_tests(cand.test_files, files_after(view.files, cand.test_patch), view)
     env_info: dict[str, Any] = {"tag": None, "steps": [s.__dict__ | {"rc": None} for s in recipe.steps],
                                 "notes": recipe.notes, "image_base": recipe.image_base}
     if backend == "docker":
@@ -219,7 +220,12 @@ def _one(raw, lang_fixed, flt, envs, staging, out, *, client, backend, runs, gat
     image = None
     sharing: dict[str, Any] = {}
     if backend == "docker":
-        pack = build_pack_image(pack, client=client, log=log)
+        try:
+            pack = build_task_image(pack, recipe, client=client, log=log)
+        except EnvironmentFailed as e:  # the project's own install or its check (the task layer)
+            steps = [asdict(s) for s in e.steps]
+            return rejected(Rejection(cand.instance_id, "environment", str(e), {"steps": steps, "tail": e.tail}),
+                            {recipe.key: {**env_info, "task_steps": steps, "failed": True}})
         image = pack.manifest.image.tag
         sharing = layer_sharing(client, image, env.tag)
     _tick(stages, "task_image", t0)

@@ -38,6 +38,8 @@ from .lang import Recipe
 ENV_REPO = "envgen/repoenv"
 REPO_IN_BUILD = f"{images.WORK_DIR}/repo"
 """Where the task layer checks the repository out: the path the episode's working tree has."""
+TASK_GIT_DIR = "/opt/envgen/task-src.git"
+"""The snapshot's git data during the task layer's build (removed with the checkout)."""
 FAMILY = "code"
 SNAPSHOT_IDENT = {"GIT_AUTHOR_NAME": "envgen", "GIT_AUTHOR_EMAIL": "envgen@localhost",
                   "GIT_COMMITTER_NAME": "envgen", "GIT_COMMITTER_EMAIL": "envgen@localhost",
@@ -78,13 +80,15 @@ def env_instructions(recipe: Recipe) -> list[str]:
 
 
 def task_instructions(recipe: Recipe) -> list[str]:
-    """The task layer: the snapshot checked out at /work/repo (the path the episode's tree will have), the
-    recipe's task steps run there, then the checkout removed (the episode materialises its own)."""
+    """The task layer: the snapshot checked out at /work/repo (the path the episode's tree will have, with
+    a ``.git`` file as there), the recipe's task steps run there, then the checkout removed (the episode
+    materialises its own; what the steps must keep of the tree they copy out, see
+    ``envgen_verifiers.install``)."""
     if not recipe.task_steps:
         return []
-    src = "/opt/envgen/task-src.git"
-    checkout = (f"mkdir -p {REPO_IN_BUILD} && git --git-dir={src} --work-tree={REPO_IN_BUILD} checkout -f HEAD -- . "
-                f"&& git --git-dir={src} --work-tree={REPO_IN_BUILD} reset -q")
+    src = TASK_GIT_DIR
+    checkout = (f"mkdir -p {REPO_IN_BUILD} && printf 'gitdir: {src}\\n' > {REPO_IN_BUILD}/.git "
+                f"&& git -C {REPO_IN_BUILD} reset -q --hard")
     return ["USER root", f"COPY repo.git {src}", f"RUN {checkout}", *(f"RUN cd {REPO_IN_BUILD} && {s.run}"
                                                                        for s in recipe.task_steps),
             f"RUN rm -rf {REPO_IN_BUILD} {src}"]
@@ -96,6 +100,24 @@ def pack_dockerfile(recipe: Recipe) -> str:
     header = (f"# repository environment {recipe.key} ({recipe.language}, {recipe.image_base})\n"
               "ARG ENVGEN_BASE\nFROM ${ENVGEN_BASE}\n")
     return header + "\n".join(env_instructions(recipe) + task_instructions(recipe)) + "\n"
+
+
+def build_task_image(pack, recipe: Recipe, *, client=None, log=images.stderr_log):
+    """Build the task's pack image (``images.build_pack_image``); a failing task step (the project's install
+    or its check) raises EnvironmentFailed naming the step, its exit code and the build's last output."""
+    try:
+        return images.build_pack_image(pack, client=client, log=log)
+    except EnvgenError as e:
+        msg = str(e)
+        m = re.search(r"non-zero code: (\d+)", msg)
+        failed = next((i for i, s in enumerate(recipe.task_steps) if s.run in msg), None)
+        if failed is None or not m:
+            raise
+        steps = [StepResult(s.name, s.run, 0 if i < failed else int(m.group(1)) if i == failed else None)
+                 for i, s in enumerate(recipe.task_steps)]
+        tail = getattr(e, "tail", "") or msg
+        raise EnvironmentFailed(f"task image: step {recipe.task_steps[failed].name!r} exited with {m.group(1)}",
+                                steps, tail[-3000:]) from None
 
 
 def env_tag(recipe: Recipe, family: str) -> str:
