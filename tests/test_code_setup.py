@@ -1,12 +1,12 @@
 """The Python set-up read statically: requirements with markers for the target interpreter, extras,
-dependency groups, tox deps, pytest's collection settings, the interpreter choice and the install steps;
-and the kit's handling of files the install generated (captured, laid over every reset, restored)."""
+dependency groups, tox deps, pytest's collection settings, the interpreter choice and the install steps
+(tests/adversarial/test_generated_files.py: the files the install generates; test_code_setup_docker.py:
+all of it in Docker)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,12 +21,7 @@ from envgen.families.code.python import (
     read_metadata,
     resolve_requirements,
 )
-from envgen.paths import bundled
 from envgen.sandbox.images import SUITES
-
-sys.path.insert(0, str(bundled("verifiers")))
-from envgen_verifiers import install as kit_install  # noqa: E402
-from envgen_verifiers.tests import reset_repo, stage  # noqa: E402
 
 PY = Python()
 
@@ -166,7 +161,7 @@ def test_interpreter_table_comes_from_the_base_suites_and_python_overrides():
     assert r.suite == newest.name and r.notes[0].startswith(f"Python {newest.python}: asked for")
     forced = PY.recipe(view, python="3.9")
     assert forced.suite == "bullseye" and "outside the project's requires-python" in forced.notes[0]
-    with pytest.raises(InputError, match=r"--python 3\.8: no base image has Python 3\.8; available: .*3\.11 \(bookworm\)"):
+    with pytest.raises(InputError, match=r"--python 3\.8: no base image has Python 3\.8; available: .*3\.11 \(bookwo"):
         PY.recipe(view, python="3.8")
     with pytest.raises(InputError, match="pass --python X.Y"):
         PY.recipe(View({"pyproject.toml": '[project]\nname = "p"\nrequires-python = ">=4"\n'}))
@@ -200,62 +195,8 @@ def test_the_project_is_installed_by_its_backend_in_the_task_layer(tmp_path):
     assert "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_X=2.0" in no_tags.task_steps[0].run
 
 
-# ---------------------------------------------------------------- generated files in the kit
+def test_build_code_refuses_a_python_no_base_image_has(tmp_path):
+    from envgen.families.code import build_code
 
-
-def _git(tree, *a):
-    return subprocess.run(["git", "-C", str(tree), *a], check=True, capture_output=True, text=True,
-                          env={"PATH": os.environ["PATH"], "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b",
-                               "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@b", "HOME": "/nonexistent"}).stdout
-
-
-@pytest.fixture
-def generated_tree(tmp_path, monkeypatch):
-    """A checkout whose install generated ``pkg/_version.py`` (git-ignored) and build byproducts."""
-    tree = tmp_path / "repo"
-    (tree / "pkg").mkdir(parents=True)
-    (tree / ".gitignore").write_text("pkg/_version.py\nbuild/\n*.egg-info/\n")
-    (tree / "pkg" / "__init__.py").write_text("from ._version import version\n")
-    (tree / "tests").mkdir()
-    (tree / "tests" / "test_v.py").write_text("from pkg import version\n\ndef test_v():\n    assert version == '1.0'\n")
-    _git(tree, "init", "-q")
-    _git(tree, "add", "-A")
-    _git(tree, "commit", "-qm", "base")
-    (tree / "pkg" / "_version.py").write_text("version = '1.0'\n")
-    (tree / "build" / "lib").mkdir(parents=True)
-    (tree / "build" / "lib" / "x.py").write_text("")
-    (tree / "demo.egg-info").mkdir()
-    (tree / "demo.egg-info" / "PKG-INFO").write_text("")
-    (tree / "pkg" / "__pycache__").mkdir()
-    (tree / "pkg" / "__pycache__" / "a.pyc").write_text("")
-    dest = tmp_path / "generated"
-    monkeypatch.setattr(kit_install, "GENERATED_DIR", str(dest))
-    assert kit_install.capture(str(tree), str(dest)) == ["pkg/_version.py"]
-    return tree, _git(tree, "rev-parse", "HEAD").strip()
-
-
-def test_generated_files_survive_every_reset(generated_tree):
-    tree, base = generated_tree
-    assert (tree / "pkg" / "_version.py").read_text() == "version = '1.0'\n"
-    assert not (tree / "build").exists() and not (tree / "demo.egg-info").exists()  # byproducts are not kept
-    (tree / "pkg" / "_version.py").write_text("version = 'hacked'\n")
-    reset_repo(str(tree), base)
-    assert (tree / "pkg" / "_version.py").read_text() == "version = '1.0'\n"
-
-
-def test_a_submission_cannot_tamper_with_generated_files(generated_tree):
-    """Infrastructure: a patch that rewrites the generated module, or shadows it with a package, is
-    graded with the install's file in place."""
-    tree, base = generated_tree
-    test_patch = ("diff --git a/tests/test_w.py b/tests/test_w.py\nnew file mode 100644\n--- /dev/null\n"
-                  "+++ b/tests/test_w.py\n@@ -0,0 +1 @@\n+x = 1\n")
-    rewrite = ("diff --git a/pkg/_version.py b/pkg/_version.py\nnew file mode 100644\n--- /dev/null\n"
-               "+++ b/pkg/_version.py\n@@ -0,0 +1 @@\n+version = '2.0'\n")
-    restored = stage(str(tree), base, test_patch, rewrite)
-    assert restored == ["pkg/_version.py"] and (tree / "pkg" / "_version.py").read_text() == "version = '1.0'\n"
-    shadow = ("diff --git a/pkg/_version/__init__.py b/pkg/_version/__init__.py\nnew file mode 100644\n"
-              "--- /dev/null\n+++ b/pkg/_version/__init__.py\n@@ -0,0 +1 @@\n+version = '2.0'\n")
-    restored = stage(str(tree), base, test_patch, shadow)
-    assert restored == ["pkg/_version"] and not (tree / "pkg" / "_version").exists()
-    assert (tree / "pkg" / "_version.py").read_text() == "version = '1.0'\n"
-    assert stage(str(tree), base, test_patch, None) == [] and (tree / "pkg" / "_version.py").is_file()
+    with pytest.raises(InputError, match=r"--python 2\.7: no base image has Python 2\.7; available: .*3\.9 \(bullseye\)"):
+        build_code("git:/nonexistent", tmp_path / "out", backend="local", python="2.7", store=tmp_path / "s.sqlite")

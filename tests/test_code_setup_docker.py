@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from envgen.episodes.gym import PackEnv
 from envgen.episodes.actions import render_action
+from envgen.episodes.gym import PackEnv
 from envgen.families.code import build_code
 from envgen.pack import load
 from envgen.policies.builtin import NullPolicy, OraclePolicy, rollout

@@ -6,8 +6,9 @@ change how tests are collected or reported is made equal to base + hidden test p
 pytest/tox/setup.cfg/pyproject files, any ``conftest.py``, ``sitecustomize``/``usercustomize``,
 ``.pth`` files, ``.dist-info``/``.egg-info`` metadata (entry points), byte-code caches, symlinks,
 the test patch's files, the test directories of the run files, and new top-level modules that would
-shadow a module of the environment, such as ``pytest.py``). A submission that edits them is graded
-with them restored. The task's test files then run once under a timeout with plugin autoload off and
+shadow a module of the environment, such as ``pytest.py``), and the files the project's install
+generated in the tree (``install``: laid over it at every reset). A submission that edits them is
+graded with them restored. The task's test files then run once under a timeout with plugin autoload off and
 only the pytest plugins recorded at validation loaded (``-p NAME``), no user site, a private HOME,
 and a canary test that must fail: a run that reports it passing was taken over and scores 0. The
 reward is 1 only if every FAIL_TO_PASS and every PASS_TO_PASS test passed; a test missing from the

@@ -29,6 +29,7 @@ from .repo_image import build_environment, build_task_image, layer_sharing
 from .lang import Language, RepoView
 from .languages import detect_language, get_language
 from .packs import files_after, finalize, slug, stage_pack
+from .python import python_suite
 from .sources import GitHub, has_commit, open_source
 from .execution import validate_instance
 
@@ -64,6 +65,8 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     """
     if backend not in ("docker", "local"):
         raise InputError(f"unknown backend {backend!r}; use docker or local")
+    if python is not None:
+        python_suite(python)  # a version no base image has: one clear error now, not a rejection per candidate
     started = time.perf_counter()
     out = Path(out).resolve()
     _check_out(out)

@@ -86,6 +86,17 @@ def interpreters() -> dict[str, str]:
     return {name: s.python for name, s in SUITES.items()}
 
 
+def python_suite(python: str) -> str:
+    """The suite whose interpreter is Python ``X.Y`` (``--python``); InputError listing what exists."""
+    table = interpreters()
+    want = ".".join(str(python).strip().split(".")[:2])
+    pick = next((s for s, v in table.items() if v == want), None)
+    if pick is None:
+        have = ", ".join(f"{v} ({s})" for s, v in sorted(table.items(), key=lambda kv: Version(kv[1])))
+        raise InputError(f"--python {python}: no base image has Python {want}; available: {have}")
+    return pick
+
+
 def _full_version(suite: str) -> str:
     """The suite's interpreter as X.Y.Z (a suite that records only X.Y counts as X.Y.0)."""
     s = SUITES[suite]
@@ -735,10 +746,7 @@ class Python(Language):
         table = interpreters()
         have = ", ".join(f"{v} ({s})" for s, v in sorted(table.items(), key=lambda kv: Version(kv[1])))
         if python:
-            want = ".".join(str(python).strip().split(".")[:2])
-            pick = next((s for s, v in table.items() if v == want), None)
-            if pick is None:
-                raise InputError(f"--python {python}: no base image has Python {want}; available: {have}")
+            pick = python_suite(python)
             why = f"Python {table[pick]}: asked for"
             if meta.requires_python and not satisfies(_full_version(pick), meta.requires_python):
                 why += f" (outside the project's requires-python {meta.requires_python!r})"
