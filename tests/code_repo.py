@@ -437,4 +437,164 @@ def make_meter_repo(root: Path) -> dict[str, str]:
                   "tests/test_core.py": tests.replace("    assert add(2, 3) == 5\n",
                                                       "    assert add(2, 3) == 5\n    assert add(-1, 1) == 0\n")})
     shas["halve"] = _commit(root, METER_HALVE_MSG, 4)
+
+
+# ---------------------------------------------------------------- scmdemo: a project only its build backend installs
+
+SCM_PYPROJECT = '''\
+[build-system]
+requires = ["setuptools>=64", "setuptools_scm>=8"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "scmdemo"
+dynamic = ["version", "dependencies"]
+description = "Unit conversions"
+requires-python = ">=3.9"
+classifiers = ["Programming Language :: Python :: 3", "Programming Language :: Python :: 3.11"]
+
+[project.optional-dependencies]
+test = ['exceptiongroup>=1.0.0rc8; python_version<"3.11"']
+
+[project.entry-points.pytest11]
+scmdemo = "scmdemo.plugin"
+
+[dependency-groups]
+base = ['iniconfig==2.0.0; python_version >= "3.9"']
+test = [{include-group = "base"}]
+
+[tool.setuptools_scm]
+version_file = "src/scmdemo/_version.py"
+
+[tool.pytest.ini_options]
+python_files = ["test_*.py", "check_*.py"]
+python_functions = ["test_*", "check_*"]
+testpaths = ["tests"]
+'''
+
+SCM_SETUP_PY = '''\
+"""Dependencies computed in code: read from requirements.in, as many projects do."""
+from pathlib import Path
+
+from setuptools import setup
+
+
+def requirements():
+    text = (Path(__file__).parent / "requirements.in").read_text()
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+setup(install_requires=requirements())
+'''
+
+SCM_CORE = '''\
+"""Unit conversions."""
+
+
+def km_to_m(km):
+    return km * 1000
+
+
+def m_to_km(m):
+    return m * 1000
+'''
+
+SCM_PLUGIN = '''\
+"""scmdemo's pytest plugin (entry point ``scmdemo``): distances the tests convert."""
+import pytest
+
+
+@pytest.fixture
+def distances():
+    return [0, 1, 2.5]
+'''
+
+SCM_TESTS = '''\
+import importlib.util
+import sys
+from importlib.metadata import version
+
+from packaging.version import Version
+
+import scmdemo
+from scmdemo.core import km_to_m
+
+
+def test_km_to_m(distances):
+    assert [km_to_m(d) for d in distances] == [0, 1000, 2500]
+
+
+def test_version_from_the_scm_version_file():
+    assert scmdemo.__version__ == "1.4.0" and scmdemo.version_tuple[:2] == (1, 4)
+
+
+def test_dependency_computed_in_setup_py_is_installed():
+    assert Version(version("packaging")) >= Version("24")
+
+
+def test_marker_conditional_requirements():
+    assert version("iniconfig") == "2.0.0"  # python_version >= "3.9": installed
+    spec = importlib.util.find_spec("exceptiongroup")  # python_version < "3.11": not installed here
+    assert spec is None or not spec.origin.startswith(sys.prefix)
+'''
+
+SCM_CHECKS = '''\
+from scmdemo.core import m_to_km
+
+
+def check_m_to_km(distances):
+    assert [m_to_km(d * 1000) for d in distances] == [0, 1, 2.5]
+
+
+def check_m_to_km_small():
+    assert m_to_km(500) == 0.5
+'''
+
+SCM_FIX_MSG = """Fix m_to_km multiplying instead of dividing
+
+m_to_km(500) returned 500000 instead of 0.5: the conversion multiplied by 1000."""
+
+SCM_BREAK_MSG = "Load optional accelerators at import time"
+
+SCM_LATER_MSG = """Add cm_to_m for centimetre readings
+
+Readings from the new sensor come in centimetres; cm_to_m(250) gives 2.5."""
+
+
+def make_scm_repo(root: Path) -> dict[str, str]:
+    """``scmdemo``: installable only by its build backend. setuptools_scm writes the git-ignored
+    ``src/scmdemo/_version.py`` the package imports (tag ``v1.4.0`` on the initial commit), ``setup.py``
+    computes ``install_requires`` from requirements.in (``packaging>=24``), the project's own pytest plugin
+    (entry point ``scmdemo``, fixture ``distances``) is declared next to a dynamic version, a test extra
+    carries a requirement for Python < 3.11 only and a PEP 735 group one for Python >= 3.9 (``iniconfig==2.0.0``),
+    and ``python_files`` makes ``check_*.py`` test files.
+
+    Candidates: ``fix`` (fixes ``m_to_km``, adds tests/check_core.py: FAIL_TO_PASS 2 checks, PASS_TO_PASS the
+    4 tests of tests/test_core.py it touches); ``break`` changes code only (filtered); ``later`` adds
+    ``cm_to_m`` on top of ``break``, whose package no longer imports: rejected at the install check.
+    Returns {"initial", "fix", "break", "later": sha}."""
+    root.mkdir(parents=True, exist_ok=True)
+    _git(root, "init", "-q", "-b", "main")
+    _write(root, {"pyproject.toml": SCM_PYPROJECT, "setup.py": SCM_SETUP_PY, "requirements.in": "packaging>=24\n",
+                  ".gitignore": "src/scmdemo/_version.py\nbuild/\n*.egg-info/\n__pycache__/\n",
+                  "README.md": "# scmdemo\n",
+                  "src/scmdemo/__init__.py": '"""scmdemo."""\nfrom ._version import version as __version__, '
+                                             'version_tuple\n',
+                  "src/scmdemo/core.py": SCM_CORE, "src/scmdemo/plugin.py": SCM_PLUGIN,
+                  "tests/test_core.py": SCM_TESTS})
+    shas = {"initial": _commit(root, "scmdemo: kilometre and metre conversions", 1)}
+    _git(root, "tag", "v1.4.0")
+    _write(root, {"src/scmdemo/core.py": SCM_CORE.replace("return m * 1000", "return m / 1000"),
+                  "tests/check_core.py": SCM_CHECKS,
+                  "tests/test_core.py": SCM_TESTS.replace("from scmdemo.core import km_to_m",
+                                                          "from scmdemo.core import km_to_m  # noqa: F401")})
+    shas["fix"] = _commit(root, SCM_FIX_MSG, 2)
+    _write(root, {"src/scmdemo/__init__.py": '"""scmdemo."""\nfrom ._version import version as __version__, '
+                                             'version_tuple\nfrom . import _accel  # noqa: F401\n'})
+    shas["break"] = _commit(root, SCM_BREAK_MSG, 3)
+    _write(root, {"src/scmdemo/core.py": SCM_CORE.replace("return m * 1000", "return m / 1000")
+                  + "\n\ndef cm_to_m(cm):\n    return cm / 100\n",
+                  "tests/check_core.py": SCM_CHECKS + "\n\ndef check_cm_to_m():\n    from scmdemo.core import cm_to_m\n"
+                                                      "    assert cm_to_m(250) == 2.5\n"})
+    shas["later"] = _commit(root, SCM_LATER_MSG, 4)
     return shas

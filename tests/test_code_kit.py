@@ -277,19 +277,18 @@ def test_validation_rejects_a_run_whose_canary_passed_and_names_restored_gold_fi
                                    "restored: setup.cfg)")
 
 
-def test_recipe_registers_the_projects_own_entry_points(tmp_path):
-    """An editable install registers the project's entry points, so a project's own pytest plugin is one
-    the environment provides (and validation records it)."""
+def test_recipe_installs_the_project_with_its_backend_and_checks_its_plugins_load(tmp_path):
+    """The project is installed by pip with its build backend (entry points registered as the backend
+    computes them, so a project's own pytest plugin is one the environment provides and validation records
+    it), and the check loads that plugin as the tests will."""
     from envgen.families.code.lang import RepoView
     from envgen.families.code.python import Python
 
     shas = make_tally_repo(tmp_path / "tally")
     recipe = Python().recipe(RepoView(tmp_path / "tally", shas["initial"]))
-    package = next(s.run for s in recipe.steps if s.name == "package")
-    assert "entry_points.txt" in package and "[pytest11]\\ntally = tally.pytest_plugin" in package
-    assert "registers its own pytest plugin(s): tally" in recipe.notes
-    check = next(s.run for s in recipe.steps if s.name == "check")
-    assert check.startswith("PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 ")
+    assert [s.name for s in recipe.task_steps] == ["install", "generated", "check"]
+    assert "pip install" in recipe.task_steps[0].run and " -e /work/repo " in recipe.task_steps[0].run + " "
+    assert "--framework pytest --pythonpath src" in recipe.task_steps[2].run
 
 
 def test_check_grades_a_fresh_tree_from_the_pristine_snapshot_whatever_the_work_dir_holds(tmp_path):

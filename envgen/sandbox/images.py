@@ -193,7 +193,9 @@ def docker_build(client, context: bytes, tag: str, *, dockerfile: str = "Dockerf
                             log(f"  {line}")
             if "error" in chunk:
                 detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]
-                raise BuildError(f"building {tag} failed: {detail.strip()} (last output: {' | '.join(tail[-3:])})")
+                err = BuildError(f"building {tag} failed: {detail.strip()} (last output: {' | '.join(tail[-3:])})")
+                err.tail = "\n".join(tail)  # the build's last 20 lines, for callers that report them
+                raise err
     except docker.errors.APIError as e:
         raise BuildError(f"building {tag} failed: {e.explanation or e}") from None
     return client.images.get(tag).id

@@ -6,8 +6,9 @@ change how tests are collected or reported is made equal to base + hidden test p
 pytest/tox/setup.cfg/pyproject files, any ``conftest.py``, ``sitecustomize``/``usercustomize``,
 ``.pth`` files, ``.dist-info``/``.egg-info`` metadata (entry points), byte-code caches, symlinks,
 the test patch's files, the test directories of the run files, and new top-level modules that would
-shadow a module of the environment, such as ``pytest.py``). A submission that edits them is graded
-with them restored. The task's test files then run once under a timeout with plugin autoload off and
+shadow a module of the environment, such as ``pytest.py``), and the files the project's install
+generated in the tree (``install``: laid over it at every reset). A submission that edits them is
+graded with them restored. The task's test files then run once under a timeout with plugin autoload off and
 only the pytest plugins recorded at validation loaded (``-p NAME``), no user site, a private HOME,
 and a canary test that must fail: a run that reports it passing was taken over and scores 0. The
 reward is 1 only if every FAIL_TO_PASS and every PASS_TO_PASS test passed; a test missing from the
@@ -33,6 +34,8 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+
+from . import install as _generated
 
 PASSED, FAILED, ERROR, SKIPPED, XFAIL = "passed", "failed", "error", "skipped", "xfail"
 PASSING = (PASSED, XFAIL)
@@ -648,13 +651,17 @@ def prepare_repo(work_dir: str, repo: str = "repo", git_dir: str = "repo.git") -
         with open(gitfile, "w") as f:
             f.write(f"gitdir: {os.path.relpath(gd, tree)}\n")
         git(tree, "reset", "--hard", "-q")
+        _generated.overlay(tree)  # files the install generated (install.GENERATED_DIR; none outside an image)
     return tree
 
 
-def reset_repo(tree: str, base: str) -> None:
-    """Back to ``base`` exactly: tracked files restored, untracked and ignored files removed."""
+def reset_repo(tree: str, base: str, generated: bool = True) -> None:
+    """Back to ``base`` exactly: tracked files restored, untracked and ignored files removed, then the
+    files the install generated laid back (``generated``; ``stage`` lays them after the submission)."""
     git(tree, "reset", "--hard", "-q", base)
     git(tree, "clean", "-ffdxq")
+    if generated:
+        _generated.overlay(tree)
 
 
 def apply_patch(tree: str, text: str, what: str) -> None:
@@ -722,7 +729,7 @@ def stage(tree: str, base: str, test_patch: str, submission: str | None = None, 
     Returns the paths the submission changed that were restored. Raises PatchError when a patch does
     not apply. The same function stages validation runs (gold patch as the submission).
     """
-    reset_repo(tree, base)
+    reset_repo(tree, base, generated=False)
     tmp = tempfile.mkdtemp(prefix="envgen-index-")
     try:
         env = dict(_git_env(), GIT_INDEX_FILE=os.path.join(tmp, "index"))
@@ -767,6 +774,14 @@ def stage(tree: str, base: str, test_patch: str, submission: str | None = None, 
             if out.returncode != 0:
                 why = out.stderr.decode(errors="replace").strip()[-500:]
                 raise PatchError(f"restoring the test files failed: {why}")
+        # the files the install generated are infrastructure too: exactly as the install left them,
+        # with nothing in their place that Python would import instead
+        touched = set(patch_files(submission)) if submission is not None else set()
+        for p in _generated.shadows(tree, keep=at_base):
+            full = os.path.join(tree, p)
+            shutil.rmtree(full) if os.path.isdir(full) and not os.path.islink(full) else os.unlink(full)
+            changed.append(p)
+        changed += [p for p in _generated.overlay(tree) if p in touched and p not in changed]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return changed

@@ -53,6 +53,9 @@ class CodeOptions(LLMOptions, BuildOptions):
     setup_max_tokens: int | None = Field(None, ge=1, description="Set-up agent: prompt + completion tokens per task.")
     setup_max_minutes: float = Field(30.0, gt=0, description="Set-up agent: wall time per task, in minutes.")
 
+    python: str | None = Field(None, pattern=r"^\d+\.\d+$", description="Python version X.Y for every task "
+                               "(default: chosen from each repository's metadata among the base images').")
+
 
 LOCAL_WARNING = ("code: warning: --sandbox local validates on this machine with its own Python and packages, "
                  "not in the task image a Docker episode runs in; its test lists may differ")
@@ -111,7 +114,7 @@ class Code(Family):
             extra["min_spec"] = options.min_spec
         return build_code(source, options.out, repo_path=paths, language=options.language, runs=options.runs,
                           backend=backend, gate=options.gate,
-                          limit=options.limit, cache_dir=options.cache_dir, store=options.store,
+                          limit=options.limit, cache_dir=options.cache_dir, store=options.store, python=options.python,
                           progress=(lambda task, outcome: progress(1)) if progress else None, **extra)
 
 

@@ -119,9 +119,11 @@ class Language(ABC):
         """Whether the repository at this commit is a project of this language."""
 
     @abstractmethod
-    def recipe(self, view: RepoView) -> Recipe:
-        """How to set the repository at this commit up; raises InputError when it cannot be set up."""
+    def recipe(self, view: RepoView, *, python: str | None = None) -> Recipe:
+        """How to set the repository at this commit up; raises InputError when it cannot be set up.
+        ``python``: the interpreter version asked for (``--python X.Y``), None to choose from metadata."""
 
     @abstractmethod
-    def runnable_tests(self, paths: list[str], view_after: set[str]) -> list[str]:
-        """Of the paths a test patch touches, the test files to run (``view_after``: files after it applies)."""
+    def runnable_tests(self, paths: list[str], view_after: set[str], view: RepoView | None = None) -> list[str]:
+        """Of the paths a test patch touches, the test files to run (``view_after``: files after it applies;
+        ``view``: the repository at the base commit, for the test runner's collection settings)."""

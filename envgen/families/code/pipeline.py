@@ -20,16 +20,17 @@ from typing import Any, Callable
 from ...build.offline import gate_all
 from ...build.report import BuildReport, count_reasons
 from ...sandbox.engine import engine
-from ...errors import BuildError, EnvgenError, EnvironmentFailed, InputError, SandboxError
-from ...sandbox.images import build_pack_image, stderr_log
+from ...errors import EnvgenError, EnvironmentFailed, InputError, SandboxError
+from ...sandbox.images import stderr_log
 from ...pack.format import MANIFEST, Provenance, load
 from ...paths import bundled
 from ...store import Store
 from .candidates import Filters, Rejection, make_candidate, reason_group, swebench_filters
-from .repo_image import build_environment, layer_sharing
+from .repo_image import build_environment, build_task_image, layer_sharing
 from .lang import Language, RepoView
 from .languages import detect_language, get_language
 from .packs import files_after, finalize, slug, stage_pack
+from .python import python_suite
 from .sources import GitHub, has_commit, open_source
 from .execution import Validation, validate_instance
 from .spec_judge import ROLE, SpecJudge, check_level, meets
@@ -77,6 +78,8 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
         raise InputError(f"unknown backend {backend!r}; use docker or local")
     if llm is not None and backend != "docker":  # the set-up agent (setup_agent.py) works in containers
         raise InputError("the set-up agent (--llm-model) works in the Docker sandbox; use --sandbox docker")
+    if python is not None:
+        python_suite(python)  # a version no base image has: one clear error now, not a rejection per candidate
     started = time.perf_counter()
     out = Path(out).resolve()
     _check_out(out)
@@ -126,7 +129,7 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
         for raw in raws:
             plan_stages: dict[str, float] = {}
             try:
-                plan = _plan(raw, lang_fixed, flt, plan_stages)
+                plan = _plan(raw, lang_fixed, flt, plan_stages, python)
             except Exception as e:
                 log(f"code: {raw.instance_id}: failed with {type(e).__name__}: {e}")
                 _record(report, {"task": raw.instance_id, "status": "rejected", "stage": "error",
@@ -215,7 +218,7 @@ def _record(report: BuildReport, result: dict) -> None:
                                   "details": result.get("details", {})})
 
 
-def _plan(raw, lang_fixed, flt, stages: dict[str, float]) -> tuple:
+def _plan(raw, lang_fixed, flt, stages: dict[str, float], python: str | None = None) -> tuple:
     """(candidate or Rejection, language, recipe or Rejection): what a candidate is and how its repository
     is set up, worked out before anything runs (cheap: git reads), so the resume key can name the recipe."""
     t0 = time.perf_counter()
@@ -233,7 +236,7 @@ def _plan(raw, lang_fixed, flt, stages: dict[str, float]) -> tuple:
         return cand, lang, None
     t0 = time.perf_counter()
     try:
-        recipe = lang.recipe(RepoView(cand.repo_path, _setup_commit(cand)))
+        recipe = lang.recipe(RepoView(cand.repo_path, _setup_commit(cand)), python=python)
     except EnvgenError as e:
         recipe = Rejection(cand.instance_id, "environment", f"no setup recipe: {e}")
     _tick(stages, "environment", t0)
@@ -309,7 +312,7 @@ def _one(raw, plan, plan_stages, envs, staging, out, *, client, backend, runs, g
         recipe, setup_info = override
     elif setup is not None and (found := setup.replay(cand.repo, setup_commit, recipe)) is not None:
         recipe, setup_info = found  # a recipe the set-up agent recorded for this repository version
-    test_files = lang.runnable_tests(cand.test_files, files_after(view.files, cand.test_patch))
+    test_files = lang.runnable_tests(cand.test_files, files_after(view.files, cand.test_patch), view)
     env_info: dict[str, Any] = {"tag": None, "steps": [s.__dict__ | {"rc": None} for s in recipe.steps],
                                 "notes": recipe.notes, "image_base": recipe.image_base}
     if backend == "docker":
@@ -339,12 +342,14 @@ def _one(raw, plan, plan_stages, envs, staging, out, *, client, backend, runs, g
     sharing: dict[str, Any] = {}
     if backend == "docker":
         try:
-            pack = build_pack_image(pack, client=client, log=log)
-        except BuildError as e:  # the task layer's steps failed: the set-up agent starts from the environment
-            if recipe.task_steps and (res := take_over(f"the task layer failed: {e}"[:1000], str(e)[-1500:],
-                                                       image=env.tag, start=replace(recipe, task_steps=[]))) is not None:
-                return res
-            raise
+            pack = build_task_image(pack, recipe, client=client, log=log)
+        except EnvironmentFailed as e:  # the project's own install or its check (the task layer)
+            if (res := take_over(f"the task layer failed: {e}"[:1000], e.tail, image=env.tag,
+                                 start=replace(recipe, task_steps=[]))) is not None:
+                return res  # the set-up agent starts from the environment image
+            steps = [asdict(s) for s in e.steps]
+            return rejected(Rejection(cand.instance_id, "environment", str(e), {"steps": steps, "tail": e.tail}),
+                            {recipe.key: {**env_info, "task_steps": steps, "failed": True}})
         image = pack.manifest.image.tag
         sharing = layer_sharing(client, image, env.tag)
     _tick(stages, "task_image", t0)

@@ -1,49 +1,73 @@
-"""The Python recipe: interpreter from the project's metadata, dependencies and test extras, test runner.
+"""The Python recipe: interpreter, dependencies, the project's own install, its check, the test runner.
 
-Metadata is read statically at the task's commit (``pyproject.toml``, ``setup.cfg``, literal arguments
-of ``setup()`` in ``setup.py``, requirements files), never by executing project code on the host.
+Metadata is read statically at the task's commit (``pyproject.toml`` with PEP 735 dependency groups,
+``setup.cfg``, literal arguments of ``setup()`` in ``setup.py``, requirements files, tox's
+``[testenv]``), never by executing project code on the host.
 
-- Interpreter: the base image suites give Python 3.9 (bullseye), 3.11 (bookworm) and 3.13 (trixie);
-  the recipe keeps those allowed by ``requires-python`` and prefers the newest one the trove
-  classifiers name, else bookworm's, else the newest allowed.
-- Install (each step an image layer whose exit code is recorded, never masked): a venv that sees
-  Debian's pytest, the project's dependencies and test extras from PyPI when it declares any, and the
-  package itself in editable form: a ``.pth`` to the working tree at /work/repo (plus its metadata
-  when name and version are static, with the entry points it declares statically, as ``pip install
-  -e`` registers them: a project's own pytest plugin is then one the environment provides), so the
-  agent's edits are what the tests import.
+- Interpreter: one of the base image suites (``envgen.sandbox.images.SUITES``), those allowed by
+  ``requires-python``; the newest one the trove classifiers name, else the default suite's, else the
+  newest allowed. ``python="X.Y"`` (``--python``) overrides the choice.
+- Requirements: every one parsed with ``packaging`` and its environment marker evaluated for that
+  interpreter (CPython on Linux, this machine's architecture, ``extra`` set when read from an extra);
+  the ones that do not apply, and lines that cannot be read, are dropped with a note. References to the
+  project's own extras (``.[test]``, ``name[test]``) bring in those extras.
+- Environment layer (``steps``, shared by every task that installs alike): a venv that sees Debian's
+  pytest, and the dependencies and test dependencies (extras, groups, requirements files, tox deps).
+- Task layer (``task_steps``, run in the task image's build with the checkout at /work/repo): the project
+  installed the way its build backend intends (``pip install -e`` with build isolation, PEP 660), so
+  setuptools_scm's version file, backend-computed entry points and dependencies computed in ``setup.py``
+  are what they are in a developer's checkout; setuptools_scm gets the version ``git describe`` gives at
+  the task's commit (the snapshot has no history). When the editable install fails, a regular install,
+  and the tests import the checkout first (``pythonpath``). Files the install generated in the tree are
+  kept and laid over it at every reset (``envgen_verifiers.install``). Then the check: the project's
+  top-level names import and its pytest plugins load, as the tests will run; a failing check fails
+  the build with its output.
 - Tests: pytest when the project uses it (configuration, conftest, dependency, imports) and for plain
   ``unittest`` suites too (pytest runs them and writes JUnit XML); ``unittest`` only for projects
-  whose test extras pin a runner other than pytest.
+  whose test extras pin a runner other than pytest. The test files to run are those pytest's
+  ``python_files`` / ``testpaths`` settings (from the file pytest itself would read) make tests.
 """
 
 from __future__ import annotations
 
 import ast
 import configparser
-import json
+import fnmatch
+import platform
 import re
 import shlex
+import subprocess
+from dataclasses import dataclass
+
+from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from ...errors import InputError
-from ...sandbox.images import SUITES, WORK_DIR
+from ...sandbox.images import DEFAULT_SUITE, SUITES, VERIFIERS_DIR, WORK_DIR
 from .lang import Language, Recipe, RepoView, Step
 
 VENV = "/opt/envgen/venv"
 VENV_PYTHON = f"{VENV}/bin/python"
 REPO_IN_IMAGE = f"{WORK_DIR}/repo"
-SUITE_PYTHON = {"bullseye": (3, 9, 2), "bookworm": (3, 11, 2), "trixie": (3, 13, 5)}
-"""Exact interpreter versions of the Debian suites (SUITES gives major.minor)."""
-DEFAULT_SUITE = "bookworm"
+PIP = f"{VENV_PYTHON} -m pip install --no-cache-dir --disable-pip-version-check --progress-bar off"
+MIN_PIP = "pip>=21.3"
+"""PEP 660 editable installs need pip 21.3 (older suites' venvs start with an older pip)."""
 IMAGE_PROVIDES = {"pytest"}
 """Requirements the base image already satisfies when unpinned (Debian's python3-pytest)."""
 TEST_EXTRAS = ("test", "tests", "testing")
+"""Names of extras and dependency groups that hold test dependencies (else ``dev``)."""
 TEST_REQUIREMENTS = ("requirements-test.txt", "requirements_test.txt", "test-requirements.txt",
                      "test_requirements.txt", "requirements-tests.txt", "requirements/test.txt",
                      "requirements/tests.txt", "requirements/testing.txt", "requirements-dev.txt",
                      "requirements_dev.txt", "dev-requirements.txt", "requirements/dev.txt")
 CODE_SUFFIXES = (".py", ".pyx", ".pxd", ".pyi", ".c", ".h", ".cpp", ".rs")
 TEST_DIRS = {"tests", "test", "testing"}
+DEFAULT_PYTHON_FILES = ("test_*.py", "*_test.py")
+FALLBACK_VERSION = "0.1.dev0"
+"""setuptools_scm's version when the clone has no tag to describe the commit with (and none is static)."""
 
 try:  # Python 3.11+
     import tomllib as _toml
@@ -54,61 +78,68 @@ except ModuleNotFoundError:  # pragma: no cover - 3.10 hosts
         _toml = None
 
 
-# ---------------------------------------------------------------- version specifiers
+# ---------------------------------------------------------------- interpreters and markers
 
 
-def _release(text: str) -> tuple[int, ...]:
-    nums = []
-    for part in text.split("."):
-        m = re.match(r"\d+", part)
-        if not m:
-            break
-        nums.append(int(m.group()))
-    return tuple(nums)
+def interpreters() -> dict[str, str]:
+    """{suite: "X.Y"} of every base image suite (``envgen.sandbox.images.SUITES``)."""
+    return {name: s.python for name, s in SUITES.items()}
 
 
-def _cmp(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    n = max(len(a), len(b))
-    a, b = a + (0,) * (n - len(a)), b + (0,) * (n - len(b))
-    return (a > b) - (a < b)
+def python_suite(python: str) -> str:
+    """The suite whose interpreter is Python ``X.Y`` (``--python``); InputError listing what exists."""
+    table = interpreters()
+    want = ".".join(str(python).strip().split(".")[:2])
+    pick = next((s for s, v in table.items() if v == want), None)
+    if pick is None:
+        have = ", ".join(f"{v} ({s})" for s, v in sorted(table.items(), key=lambda kv: Version(kv[1])))
+        raise InputError(f"--python {python}: no base image has Python {want}; available: {have}")
+    return pick
 
 
-def satisfies(version: tuple[int, ...], spec: str) -> bool:
-    """Whether a Python release satisfies a PEP 440 specifier set (the subset requires-python uses)."""
-    for clause in (c.strip() for c in spec.split(",")):
-        if not clause:
-            continue
-        m = re.match(r"^(~=|===|==|!=|<=|>=|<|>)\s*([\w.*+!-]+)$", clause)
-        if not m:
-            raise InputError(f"requires-python {spec!r}: cannot read the clause {clause!r}")
-        op, ver = m.groups()
-        if ver.endswith(".*") and op in ("==", "!="):
-            prefix = _release(ver[:-2])
-            match = version[:len(prefix)] == prefix
-            if match != (op == "=="):
-                return False
-            continue
-        rel = _release(ver)
-        c = _cmp(version, rel)
-        if op == "~=":
-            upper = rel[:-1][:-1] + (rel[:-1][-1] + 1,) if len(rel) > 1 else (rel[0] + 1,)
-            ok = c >= 0 and _cmp(version, upper) < 0
-        else:
-            ok = {"==": c == 0, "===": c == 0, "!=": c != 0, "<=": c <= 0, ">=": c >= 0, "<": c < 0, ">": c > 0}[op]
-        if not ok:
-            return False
-    return True
+def _full_version(suite: str) -> str:
+    """The suite's interpreter as X.Y.Z (a suite that records only X.Y counts as X.Y.0)."""
+    s = SUITES[suite]
+    full = getattr(s, "python_full", None) or s.python
+    return full if full.count(".") >= 2 else f"{full}.0"
+
+
+def marker_environment(suite: str) -> dict[str, str]:
+    """PEP 508 marker values for the suite's interpreter in the image: CPython on Linux, this machine's
+    architecture (images are built for the host)."""
+    full = _full_version(suite)
+    return {"implementation_name": "cpython", "implementation_version": full, "os_name": "posix",
+            "platform_machine": platform.machine() or "x86_64", "platform_python_implementation": "CPython",
+            "platform_release": "", "platform_system": "Linux", "platform_version": "",
+            "python_full_version": full, "python_version": ".".join(full.split(".")[:2]), "sys_platform": "linux",
+            "extra": ""}
+
+
+def specifier(spec: str, what: str = "requires-python") -> SpecifierSet:
+    """A PEP 440 specifier set; clauses old tools accepted (``>=3.6.*``) are read as their release."""
+    try:
+        return SpecifierSet(spec)
+    except InvalidSpecifier:
+        loose = re.sub(r"(~=|>=|<=|>|<)\s*([\d.]+)\.\*", r"\1\2", spec)
+        try:
+            return SpecifierSet(loose)
+        except InvalidSpecifier:
+            raise InputError(f"{what} {spec!r}: not a PEP 440 version specifier") from None
+
+
+def satisfies(version: str, spec: str) -> bool:
+    """Whether a Python release (``3.11.2``) satisfies a requires-python specifier set."""
+    return specifier(spec).contains(version, prereleases=True)
 
 
 def _poetry_python(spec: str) -> str:
     """Poetry's caret/tilde constraints as PEP 440 (``^3.8`` -> ``>=3.8,<4``)."""
     out = []
     for part in (p.strip() for p in spec.split(",")):
-        if part.startswith("^"):
-            rel = _release(part[1:])
-            out += [f">={part[1:]}", f"<{rel[0] + 1}" if rel[0] else f"<0.{rel[1] + 1}"]
-        elif part.startswith("~") and not part.startswith("~="):
-            rel = _release(part[1:])
+        rel = [int(x) for x in re.findall(r"\d+", part)]
+        if part.startswith("^") and rel:
+            out += [f">={part[1:]}", f"<{rel[0] + 1}" if rel[0] or len(rel) < 2 else f"<0.{rel[1] + 1}"]
+        elif part.startswith("~") and not part.startswith("~=") and rel:
             out += [f">={part[1:]}", f"<{rel[0]}.{rel[1] + 1}" if len(rel) > 1 else f"<{rel[0] + 1}"]
         elif part and part != "*":
             out.append(part if re.match(r"^[<>=!~]", part) else f"=={part}")
@@ -119,13 +150,21 @@ def _poetry_dep(name: str, spec) -> str | None:
     if name.lower() == "python":
         return None
     version = spec.get("version", "*") if isinstance(spec, dict) else spec
-    if not isinstance(version, str):
-        return name
-    pep = _poetry_python(version)
-    return f"{name}{pep}" if pep else name
+    marker = spec.get("markers") if isinstance(spec, dict) else None
+    pep = _poetry_python(version) if isinstance(version, str) else ""
+    return f"{name}{pep}" + (f"; {marker}" if isinstance(marker, str) and marker else "")
 
 
 # ---------------------------------------------------------------- metadata
+
+
+@dataclass
+class Dep:
+    """One requirement as written, where it was read, and the extra it belongs to (for ``extra`` markers)."""
+
+    text: str
+    source: str
+    extra: str = ""
 
 
 class _Meta:
@@ -136,12 +175,15 @@ class _Meta:
         self.version: str | None = None
         self.requires_python: str | None = None
         self.classifier_versions: set[tuple[int, int]] = set()
-        self.deps: list[str] = []
-        self.test_deps: list[str] = []
+        self.deps: list[Dep] = []
+        self.test_deps: list[Dep] = []
+        self.constraints: list[Dep] = []
+        self.extras: dict[str, list[Dep]] = {}
+        """Every extra the project declares statically: {normalized name: requirements}."""
+        self.install_extras: list[str] = []
+        """Extras installed with the project (the test extras, and own extras the test sources name)."""
         self.src_layout = False
         self.pytest_configured = False
-        self.entry_points: dict[str, dict[str, str]] = {}
-        """{group: {name: "module:attr"}} declared statically (pyproject, setup.cfg, literal setup())."""
         self.notes: list[str] = []
 
 
@@ -155,20 +197,36 @@ def _classifier_versions(classifiers) -> set[tuple[int, int]]:
 
 
 def _lines(value: str) -> list[str]:
-    return [v.strip() for v in re.split(r"[\n;]", value or "") if v.strip() and not v.strip().startswith("#")]
+    """The non-empty, non-comment lines of a multi-line setup.cfg / tox value (markers stay on their line)."""
+    return [v.strip() for v in (value or "").splitlines() if v.strip() and not v.strip().startswith("#")]
 
 
-def _read_pyproject(view: RepoView, meta: _Meta) -> None:
+def _add_extras(meta: _Meta, extras: dict, source: str) -> None:
+    """Record the project's extras and pick the test ones (``test``/``tests``/``testing``, else ``dev``)."""
+    for name, vals in extras.items():
+        items = _lines(vals) if isinstance(vals, str) else [v for v in vals or [] if isinstance(v, str)]
+        key = canonicalize_name(str(name))
+        meta.extras[key] = [Dep(v, f"{source} extra {name}", key) for v in items]
+    names = [n for n in TEST_EXTRAS if n in meta.extras] or (["dev"] if "dev" in meta.extras else [])
+    for n in names:
+        if n not in meta.install_extras:
+            meta.install_extras.append(n)
+            meta.test_deps += meta.extras[n]
+    if names:
+        meta.notes.append(f"test extras: {', '.join(names)}")
+
+
+def _read_pyproject(view: RepoView, meta: _Meta) -> dict:
     text = view.read("pyproject.toml")
     if text is None:
-        return
+        return {}
     if _toml is None:
         raise InputError("reading pyproject.toml on Python 3.10 needs the tomli package: pip install tomli")
     try:
         doc = _toml.loads(text)
     except Exception as e:
         meta.notes.append(f"pyproject.toml is not valid TOML ({e}); ignored")
-        return
+        return {}
     proj = doc.get("project") or {}
     dynamic = set(proj.get("dynamic") or [])
     meta.name = meta.name or proj.get("name")
@@ -177,15 +235,11 @@ def _read_pyproject(view: RepoView, meta: _Meta) -> None:
     if isinstance(proj.get("requires-python"), str):
         meta.requires_python = proj["requires-python"]
     meta.classifier_versions |= _classifier_versions(proj.get("classifiers"))
-    meta.deps += [d for d in proj.get("dependencies") or [] if isinstance(d, str)]
-    for group, eps in (proj.get("entry-points") or {}).items():
-        _add_entry_points(meta, group, eps)
-    _add_entry_points(meta, "console_scripts", proj.get("scripts") or {})
-    _add_entry_points(meta, "gui_scripts", proj.get("gui-scripts") or {})
-    extras = proj.get("optional-dependencies") or {}
-    meta.test_deps += _pick_extras(extras, meta)
+    meta.deps += [Dep(d, "pyproject.toml dependencies") for d in proj.get("dependencies") or [] if isinstance(d, str)]
+    _add_extras(meta, proj.get("optional-dependencies") or {}, "pyproject.toml")
     if "dependencies" in dynamic:
-        meta.notes.append("pyproject.toml declares dependencies dynamic; read from setup files if any")
+        meta.notes.append("pyproject.toml declares dependencies dynamic: the build backend resolves them at install")
+    _read_groups(doc.get("dependency-groups") or {}, meta)
     tool = doc.get("tool") or {}
     if "ini_options" in (tool.get("pytest") or {}):
         meta.pytest_configured = True
@@ -199,38 +253,53 @@ def _read_pyproject(view: RepoView, meta: _Meta) -> None:
         deps = dict(poetry.get("dependencies") or {})
         if isinstance(deps.get("python"), str) and not meta.requires_python:
             meta.requires_python = _poetry_python(deps["python"])
-        meta.deps += [d for d in (_poetry_dep(k, v) for k, v in deps.items()) if d]
+        meta.deps += [Dep(d, "poetry dependencies") for d in (_poetry_dep(k, v) for k, v in deps.items()) if d]
         groups = dict((poetry.get("group") or {}))
         dev = dict(poetry.get("dev-dependencies") or {})
         for g in ("test", "tests", "dev"):
             dev.update((groups.get(g) or {}).get("dependencies") or {})
-        meta.test_deps += [d for d in (_poetry_dep(k, v) for k, v in dev.items()) if d]
-        for group, eps in (poetry.get("plugins") or {}).items():
-            _add_entry_points(meta, group, eps)
-        _add_entry_points(meta, "console_scripts", {k: v for k, v in (poetry.get("scripts") or {}).items()
-                                                    if isinstance(v, str)})
+        meta.test_deps += [Dep(d, "poetry dev dependencies") for d in (_poetry_dep(k, v) for k, v in dev.items())
+                           if d]
         meta.notes.append("read Poetry metadata (caret/tilde constraints converted)")
         if any(isinstance(p, dict) and p.get("from") == "src" for p in poetry.get("packages") or []):
             meta.src_layout = True
     meta.notes.append("read pyproject.toml")
+    return doc
 
 
-def _pick_extras(extras: dict, meta: _Meta) -> list[str]:
-    names = [n for n in TEST_EXTRAS if n in extras] or (["dev"] if "dev" in extras else [])
-    if names:
-        meta.notes.append(f"test extras: {', '.join(names)}")
-    out = []
+def _read_groups(groups: dict, meta: _Meta) -> None:
+    """PEP 735 ``[dependency-groups]``: the test groups (else ``dev``), ``{include-group = ...}`` followed."""
+    if not isinstance(groups, dict) or not groups:
+        return
+    table = {canonicalize_name(str(k)): v for k, v in groups.items()}
+    names = [n for n in TEST_EXTRAS if n in table] or (["dev"] if "dev" in table else [])
+
+    def expand(name: str, seen: tuple[str, ...]) -> list[Dep]:
+        if name in seen:
+            meta.notes.append(f"dependency group {name!r} includes itself; cycle ignored")
+            return []
+        if name not in table:
+            meta.notes.append(f"dependency group {name!r} is included but not defined; ignored")
+            return []
+        out: list[Dep] = []
+        for item in table[name] or []:
+            if isinstance(item, str):
+                out.append(Dep(item, f"[dependency-groups] {name}"))
+            elif isinstance(item, dict) and isinstance(item.get("include-group"), str):
+                out += expand(canonicalize_name(item["include-group"]), (*seen, name))
+        return out
+
     for n in names:
-        vals = extras[n]
-        out += _lines(vals) if isinstance(vals, str) else [v for v in vals if isinstance(v, str)]
-    return out
+        meta.test_deps += expand(n, ())
+    if names:
+        meta.notes.append(f"dependency groups: {', '.join(names)}")
 
 
 def _read_setup_cfg(view: RepoView, meta: _Meta) -> None:
     text = view.read("setup.cfg")
     if text is None:
         return
-    cp = configparser.ConfigParser(interpolation=None)
+    cp = configparser.ConfigParser(interpolation=None, strict=False)
     try:
         cp.read_string(text)
     except configparser.Error as e:
@@ -244,36 +313,17 @@ def _read_setup_cfg(view: RepoView, meta: _Meta) -> None:
         meta.classifier_versions |= _classifier_versions(_lines(cp.get("metadata", "classifiers", fallback="")))
     if cp.has_section("options"):
         meta.requires_python = meta.requires_python or cp.get("options", "python_requires", fallback=None)
-        meta.deps += _lines(cp.get("options", "install_requires", fallback=""))
+        meta.deps += [Dep(d, "setup.cfg install_requires") for d in
+                      _lines(cp.get("options", "install_requires", fallback=""))]
         if "src" in cp.get("options", "package_dir", fallback="").replace(" ", "").split("="):
             meta.src_layout = True
-    if cp.has_section("options.entry_points"):
-        for group, value in cp.items("options.entry_points"):
-            _add_entry_points(meta, group, _entry_lines(value))
+        meta.test_deps += [Dep(d, "setup.cfg tests_require") for d in
+                           _lines(cp.get("options", "tests_require", fallback=""))]
     if cp.has_section("options.extras_require"):
-        meta.test_deps += _pick_extras(dict(cp.items("options.extras_require")), meta)
+        _add_extras(meta, dict(cp.items("options.extras_require")), "setup.cfg")
     if cp.has_section("tool:pytest"):
         meta.pytest_configured = True
     meta.notes.append("read setup.cfg")
-
-
-def _entry_lines(text: str) -> dict[str, str]:
-    """{name: value} from ``name = module:attr`` lines."""
-    out = {}
-    for line in _lines(text):
-        name, sep, value = line.partition("=")
-        if sep and name.strip() and value.strip():
-            out[name.strip()] = value.strip()
-    return out
-
-
-def _add_entry_points(meta: _Meta, group, eps) -> None:
-    if not isinstance(group, str) or not isinstance(eps, dict):
-        return
-    for name, value in eps.items():
-        if isinstance(name, str) and isinstance(value, str) and re.fullmatch(r"[\w.:\[\], -]+", value) \
-                and re.fullmatch(r"[\w.-]+", name) and re.fullmatch(r"[\w.-]+", group):
-            meta.entry_points.setdefault(group, {})[name] = value
 
 
 def _literal(node):
@@ -305,17 +355,13 @@ def _read_setup_py(view: RepoView, meta: _Meta) -> None:
                 meta.requires_python = meta.requires_python or val
             elif kw.arg == "install_requires":
                 if isinstance(val, (list, tuple)):
-                    meta.deps += [v for v in val if isinstance(v, str)]
+                    meta.deps += [Dep(v, "setup.py install_requires") for v in val if isinstance(v, str)]
                 else:
-                    meta.notes.append("setup.py computes install_requires; not read")
+                    meta.notes.append("setup.py computes install_requires: the build backend resolves them at install")
             elif kw.arg == "extras_require" and isinstance(val, dict):
-                meta.test_deps += _pick_extras(val, meta)
-            elif kw.arg == "entry_points" and isinstance(val, dict):
-                for group, eps in val.items():
-                    _add_entry_points(meta, group, _entry_lines(eps) if isinstance(eps, str) else
-                                      _entry_lines("\n".join(e for e in eps if isinstance(e, str))))
+                _add_extras(meta, val, "setup.py")
             elif kw.arg == "tests_require" and isinstance(val, (list, tuple)):
-                meta.test_deps += [v for v in val if isinstance(v, str)]
+                meta.test_deps += [Dep(v, "setup.py tests_require") for v in val if isinstance(v, str)]
             elif kw.arg == "classifiers" and isinstance(val, (list, tuple)):
                 meta.classifier_versions |= _classifier_versions(val)
             elif kw.arg == "package_dir" and isinstance(val, dict) and val.get("") == "src":
@@ -324,53 +370,337 @@ def _read_setup_py(view: RepoView, meta: _Meta) -> None:
         return
 
 
-def _read_requirements(view: RepoView, path: str, seen: set[str]) -> list[str]:
+_IGNORED_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--pre", "--no-binary",
+                    "--only-binary", "--prefer-binary", "--trusted-host", "--require-hashes", "--use-feature",
+                    "--no-index", "--no-deps")
+
+
+def _requirement_lines(text: str) -> list[str]:
+    """Logical lines of a requirements file: continuations joined, comments and ``--hash`` options cut."""
+    out, cur = [], ""
+    for raw in text.splitlines():
+        line = re.sub(r"(^|\s)#.*$", "", raw).rstrip()
+        if line.endswith("\\"):
+            cur += line[:-1] + " "
+            continue
+        line = (cur + line).strip()
+        cur = ""
+        line = re.split(r"\s--hash[=\s]", " " + line, maxsplit=1)[0].strip()
+        if line:
+            out.append(line)
+    return out
+
+
+def _own_extras(line: str) -> list[str] | None:
+    """The extras of a reference to the project itself (``.``, ``.[test]``, ``-e .[a,b]``), else None."""
+    m = re.fullmatch(r"(?:-e\s+|--editable[=\s]+)?(?:\.|\./|file:\.?/?)(?:\[([^\]]*)\])?", line.strip())
+    if not m:
+        return None
+    return [canonicalize_name(x) for x in (m.group(1) or "").split(",") if x.strip()]
+
+
+def _read_requirements(view: RepoView, path: str, seen: set[str], meta: _Meta, *, kind: str = "deps") -> list[Dep]:
+    """Requirements of a requirements file, ``-r`` includes followed, ``-c`` constraints collected, the
+    project's own extras (``.[test]``) noted, options that pick an index or a format noted and ignored."""
     if path in seen:
         return []
     seen.add(path)
     text = view.read(path)
     if text is None:
+        meta.notes.append(f"{path}: referenced but missing; ignored")
         return []
-    out = []
-    for line in text.splitlines():
-        line = line.split(" #", 1)[0].strip()
-        if not line or line.startswith("#"):
+    base = path.rsplit("/", 1)[0] + "/" if "/" in path else ""
+    out: list[Dep] = []
+    for line in _requirement_lines(text):
+        m = re.match(r"^(-r|--requirement|-c|--constraint)(?:\s*=\s*|\s+|(?=[^\s-]))(.+)$", line)
+        if m:
+            inc = m.group(2).strip()
+            inc = inc if inc.startswith("/") else _normpath(base + inc)
+            deps = _read_requirements(view, inc, seen, meta, kind=kind)
+            if m.group(1) in ("-c", "--constraint"):
+                meta.constraints += deps
+            else:
+                out += deps
             continue
-        if line.startswith(("-r ", "--requirement ")):
-            inc = line.split(None, 1)[1].strip()
-            base = path.rsplit("/", 1)[0] + "/" if "/" in path else ""
-            out += _read_requirements(view, base + inc, seen)
-        elif line.startswith("-") or line in (".", "-e .") or line.startswith(("./", "file:")):
+        own = _own_extras(line)
+        if own is not None:
+            _use_own_extras(meta, own, f"{path}: {line}")
             continue
-        else:
-            out.append(line)
+        if line.startswith("-"):
+            opt = re.split(r"[\s=]", line, maxsplit=1)[0]
+            if opt in _IGNORED_OPTIONS:
+                meta.notes.append(f"{path}: {opt} ignored (packages come from the registry envgen is configured with)")
+            elif opt in ("-e", "--editable"):
+                meta.notes.append(f"{path}: editable requirement {line[:80]!r} dropped (not from the registry)")
+            else:
+                meta.notes.append(f"{path}: option {line[:80]!r} ignored")
+            continue
+        out.append(Dep(line, path))
     return out
 
 
-def _req_name(req: str) -> str:
-    return re.split(r"[\s\[<>=!~;@]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
+def _normpath(path: str) -> str:
+    parts: list[str] = []
+    for p in path.split("/"):
+        if p in ("", "."):
+            continue
+        if p == "..":
+            if parts:
+                parts.pop()
+            continue
+        parts.append(p)
+    return "/".join(parts)
+
+
+def _use_own_extras(meta: _Meta, extras: list[str], where: str) -> None:
+    for x in extras:
+        if x not in meta.install_extras:
+            meta.install_extras.append(x)
+            meta.test_deps += meta.extras.get(x, [])
+    meta.notes.append(f"{where}: the project itself" + (f" with extras {', '.join(extras)}" if extras else ""))
+
+
+def _read_tox(view: RepoView, meta: _Meta, doc: dict) -> None:
+    """tox's ``[testenv]``: ``deps`` (``-r`` files and ``{[section]key}`` references followed; lines for
+    some factors only dropped) and ``extras``."""
+    text = view.read("tox.ini")
+    where = "tox.ini"
+    if text is None:
+        legacy = ((doc.get("tool") or {}).get("tox") or {}).get("legacy_tox_ini")
+        text, where = (legacy, "pyproject.toml legacy_tox_ini") if isinstance(legacy, str) else (None, "")
+    if not text:
+        return
+    cp = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        cp.read_string(text)
+    except configparser.Error as e:
+        meta.notes.append(f"{where} does not parse ({type(e).__name__}); ignored")
+        return
+    if not cp.has_section("testenv"):
+        return
+
+    def subst(value: str, depth: int = 0) -> str:
+        def ref(m):
+            sec, key = m.group(1), m.group(2)
+            if depth > 5 or not cp.has_option(sec, key):
+                return m.group(0)
+            return subst(cp.get(sec, key), depth + 1)
+        value = re.sub(r"\{\[([^\]]+)\]([^}]+)\}", ref, value)
+        return value.replace("{toxinidir}/", "").replace("{toxinidir}", ".")
+
+    deps: list[Dep] = []
+    for line in _lines(subst(cp.get("testenv", "deps", fallback=""))):
+        if re.match(r"^!?[\w.-]+(?:\s*,\s*!?[\w.-]+)*\s*:\s*\S", line) and "://" not in line.split(":", 1)[0]:
+            meta.notes.append(f"{where}: factor-conditional dep {line[:80]!r} dropped")
+            continue
+        if "{" in line:
+            meta.notes.append(f"{where}: dep {line[:80]!r} uses a tox substitution envgen does not expand; dropped")
+            continue
+        m = re.match(r"^(-r|--requirement|-c|--constraint)\s*=?\s*(.+)$", line)
+        if m:
+            got = _read_requirements(view, _normpath(m.group(2).strip()), set(), meta)
+            if m.group(1) in ("-c", "--constraint"):
+                meta.constraints += got
+            else:
+                deps += got
+            continue
+        own = _own_extras(line)
+        if own is not None:
+            _use_own_extras(meta, own, f"{where}: {line}")
+            continue
+        deps.append(Dep(line, f"{where} [testenv] deps"))
+    meta.test_deps += deps
+    extras = [canonicalize_name(x) for x in re.split(r"[\s,]+", cp.get("testenv", "extras", fallback="")) if x]
+    if extras:
+        _use_own_extras(meta, extras, f"{where} [testenv] extras")
+    meta.notes.append(f"read {where} [testenv] ({len(deps)} dep line(s))")
 
 
 def read_metadata(view: RepoView) -> _Meta:
     meta = _Meta()
-    _read_pyproject(view, meta)
+    doc = _read_pyproject(view, meta)
     _read_setup_cfg(view, meta)
     _read_setup_py(view, meta)
     seen: set[str] = set()
-    if not meta.deps:
-        meta.deps += _read_requirements(view, "requirements.txt", seen)
+    if not meta.deps and view.exists("requirements.txt"):
+        meta.deps += _read_requirements(view, "requirements.txt", seen, meta)
     for path in TEST_REQUIREMENTS:
         if view.exists(path):
-            meta.test_deps += _read_requirements(view, path, seen)
+            meta.test_deps += _read_requirements(view, path, seen, meta)
             meta.notes.append(f"read {path}")
             break
+    _read_tox(view, meta, doc)
     if not meta.src_layout and any(re.match(r"^src/[^/]+/__init__\.py$", f) for f in view.files):
         meta.src_layout = True
     if not meta.pytest_configured:
-        ini = view.read("tox.ini") or ""
-        meta.pytest_configured = (view.exists("pytest.ini") or "[pytest]" in ini
-                                  or any(f.rsplit("/", 1)[-1] == "conftest.py" for f in view.files))
+        meta.pytest_configured = pytest_settings(view)["source"] is not None or \
+            any(f.rsplit("/", 1)[-1] == "conftest.py" for f in view.files)
     return meta
+
+
+# ---------------------------------------------------------------- requirements for the target interpreter
+
+
+def resolve_requirements(meta: _Meta, env: dict[str, str]) -> tuple[list[str], list[str], list[str]]:
+    """(requirements, constraints, notes) for the interpreter ``env`` describes: markers evaluated, the
+    project's own extras expanded, URL requirements taken from the registry by name."""
+    own = canonicalize_name(meta.name) if meta.name else None
+    notes: list[str] = []
+    out: list[str] = []
+    expanded: set[str] = set()
+
+    def one(dep: Dep, sink: list[str]) -> None:
+        try:
+            req = Requirement(dep.text)
+        except InvalidRequirement as e:
+            notes.append(f"{dep.source}: cannot read {dep.text[:80]!r} ({str(e).splitlines()[0][:120]}); skipped")
+            return
+        if req.marker is not None:
+            try:
+                applies = req.marker.evaluate({**env, "extra": dep.extra})
+            except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName) as e:
+                notes.append(f"{dep.source}: marker of {dep.text[:80]!r} cannot be evaluated ({e}); skipped")
+                return
+            if not applies:
+                notes.append(f"{dep.source}: {dep.text} does not apply to Python {env['python_full_version']}; "
+                             "skipped")
+                return
+        name = canonicalize_name(req.name)
+        if own and name == own:
+            for x in sorted(req.extras):
+                key = canonicalize_name(x)
+                if key in expanded:
+                    continue
+                expanded.add(key)
+                if key not in meta.install_extras:
+                    meta.install_extras.append(key)
+                for d in meta.extras.get(key, []):
+                    one(d, sink)
+            return
+        if req.url:
+            if req.url.startswith("file:") or "+" in req.url.split(":", 1)[0]:
+                notes.append(f"{dep.source}: {req.name} @ {req.url[:80]} is not on the registry; installed by name")
+            else:
+                notes.append(f"{dep.source}: {req.name} @ URL installed from the registry by name")
+        extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+        text = f"{req.name}{extras}{req.specifier}"
+        if name in IMAGE_PROVIDES and not req.specifier and not req.extras and sink is out:
+            return  # unpinned and already in the image
+        if text not in sink:
+            sink.append(text)
+
+    for dep in meta.deps + meta.test_deps:
+        one(dep, out)
+    constraints: list[str] = []
+    for dep in meta.constraints:
+        one(dep, constraints)
+    return out, constraints, notes
+
+
+# ---------------------------------------------------------------- pytest's collection settings
+
+
+def _ini_list(value) -> list[str]:
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    if isinstance(value, str):
+        try:
+            return shlex.split(value)
+        except ValueError:
+            return value.split()
+    return []
+
+
+def pytest_settings(view: RepoView) -> dict:
+    """pytest's ``python_files`` and ``testpaths`` from the configuration file pytest would read at the
+    repository root: pytest.ini / .pytest.ini (even without a [pytest] section), pyproject.toml with
+    [tool.pytest.ini_options], tox.ini with [pytest], setup.cfg with [tool:pytest]. ``source`` is that
+    file (None: pytest's defaults)."""
+    out = {"python_files": [], "testpaths": [], "source": None}
+
+    def from_ini(path: str, section: str, required: bool) -> bool:
+        text = view.read(path)
+        if text is None:
+            return False
+        cp = configparser.ConfigParser(interpolation=None, strict=False)
+        try:
+            cp.read_string(text)
+        except configparser.Error:
+            return False
+        if not cp.has_section(section):
+            if required:
+                return False
+            out["source"] = path
+            return True
+        out.update(python_files=_ini_list(cp.get(section, "python_files", fallback="")),
+                   testpaths=_ini_list(cp.get(section, "testpaths", fallback="")), source=path)
+        return True
+
+    if from_ini("pytest.ini", "pytest", False) or from_ini(".pytest.ini", "pytest", False):
+        return out
+    text = view.read("pyproject.toml")
+    if text is not None and _toml is not None:
+        try:
+            ini = ((_toml.loads(text).get("tool") or {}).get("pytest") or {}).get("ini_options")
+        except Exception:
+            ini = None
+        if isinstance(ini, dict):
+            out.update(python_files=_ini_list(ini.get("python_files")), testpaths=_ini_list(ini.get("testpaths")),
+                       source="pyproject.toml")
+            return out
+    if from_ini("tox.ini", "pytest", True) or from_ini("setup.cfg", "tool:pytest", True):
+        return out
+    return out
+
+
+def matches_python_files(path: str, patterns) -> bool:
+    """pytest's ``fnmatch_ex``: a pattern without ``/`` matches the file name, one with ``/`` the path
+    (pytest matches absolute paths, so the pattern may match any trailing part)."""
+    name = path.rsplit("/", 1)[-1]
+    for pat in patterns:
+        if "/" not in pat:
+            if fnmatch.fnmatch(name, pat):
+                return True
+        elif fnmatch.fnmatch("/" + path, pat if pat.startswith("/") else "*/" + pat):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- the project's version for setuptools_scm
+
+
+def describe_version(repo, commit: str) -> str | None:
+    """The version setuptools_scm would give the commit in the real clone: the nearest tag's, with the
+    next release's ``.devN`` when the commit is N commits past it; None without a usable tag."""
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "describe", "--tags", "--long", "--match", "*[0-9]*", commit],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.match(r"^(.*)-(\d+)-g[0-9a-f]+$", out.stdout.strip()) if out.returncode == 0 else None
+    if not m:
+        return None
+    tag, distance = m.group(1), int(m.group(2))
+    found = re.search(r"\d+(?:\.\d+)*(?:[.-]?(?:a|b|rc|alpha|beta|post|dev)\.?\d*)*", tag)
+    try:
+        v = Version(found.group(0)) if found else None
+    except InvalidVersion:
+        v = None
+    if v is None:
+        return None
+    if distance == 0:
+        return str(v)
+    release = list(v.release)
+    release[-1] += 1
+    return ".".join(map(str, release)) + f".dev{distance}"
+
+
+def scm_env(name: str | None, version: str) -> dict[str, str]:
+    """setuptools_scm's pretend version for the project (by name when known: a dependency built from source
+    during the install keeps its own version), else for every setuptools_scm use of the install."""
+    if name:
+        return {"SETUPTOOLS_SCM_PRETEND_VERSION_FOR_" + canonicalize_name(name).replace("-", "_").upper(): version}
+    return {"SETUPTOOLS_SCM_PRETEND_VERSION": version}
 
 
 # ---------------------------------------------------------------- the language
@@ -394,88 +724,100 @@ class Python(Language):
         return any(view.exists(f) for f in ("pyproject.toml", "setup.py", "setup.cfg")) or \
             any(f.endswith(".py") for f in view.files)
 
-    def runnable_tests(self, paths: list[str], view_after: set[str]) -> list[str]:
+    def runnable_tests(self, paths: list[str], view_after: set[str], view: RepoView | None = None) -> list[str]:
+        """The test patch's files pytest would collect by the project's ``python_files`` and ``testpaths``
+        (read from ``view``; pytest's defaults without one)."""
+        settings = pytest_settings(view) if view is not None else {"python_files": [], "testpaths": []}
+        patterns = settings["python_files"] or list(DEFAULT_PYTHON_FILES)
+        roots = [_normpath(t) for t in settings["testpaths"]]
         out = []
         for p in paths:
             name = p.rsplit("/", 1)[-1]
-            if p in view_after and p.endswith(".py") and name not in ("conftest.py", "__init__.py") and \
-                    (name.startswith("test") or name.endswith("_test.py")):
+            if p not in view_after or not p.endswith(".py") or name in ("conftest.py", "__init__.py"):
+                continue
+            if roots and not any(p == r or p.startswith(r + "/") or fnmatch.fnmatch(p, r + "/*") for r in roots):
+                continue
+            if matches_python_files(p, patterns):
                 out.append(p)
         return out
 
-    def choose_suite(self, meta: _Meta) -> tuple[str, str]:
-        """(suite, why) for the project's requires-python and classifiers."""
-        allowed = [s for s in sorted(SUITE_PYTHON, key=lambda s: SUITE_PYTHON[s], reverse=True)
-                   if s in SUITES and (not meta.requires_python or satisfies(SUITE_PYTHON[s], meta.requires_python))]
-        have = ", ".join(SUITES[s].python for s in SUITE_PYTHON if s in SUITES)
+    def choose_suite(self, meta: _Meta, python: str | None = None) -> tuple[str, str]:
+        """(suite, why) for the project's requires-python and classifiers, or the ``python`` asked for."""
+        table = interpreters()
+        have = ", ".join(f"{v} ({s})" for s, v in sorted(table.items(), key=lambda kv: Version(kv[1])))
+        if python:
+            pick = python_suite(python)
+            why = f"Python {table[pick]}: asked for"
+            if meta.requires_python and not satisfies(_full_version(pick), meta.requires_python):
+                why += f" (outside the project's requires-python {meta.requires_python!r})"
+            return pick, why
+        by_new = sorted(table, key=lambda s: Version(_full_version(s)), reverse=True)
+        allowed = [s for s in by_new if not meta.requires_python or satisfies(_full_version(s), meta.requires_python)]
         if not allowed:
             raise InputError(f"requires-python {meta.requires_python!r}: no base image has a matching Python "
-                              f"(available: {have})")
+                              f"(available: {have}); pass --python X.Y to use one anyway")
         req = f"requires-python {meta.requires_python!r}" if meta.requires_python else "no requires-python"
-        named = [s for s in allowed if SUITE_PYTHON[s][:2] in meta.classifier_versions]
+
+        def xy(s: str) -> tuple[int, ...]:
+            return Version(_full_version(s)).release[:2]
+
+        named = [s for s in allowed if xy(s) in meta.classifier_versions]
         if named:
-            return named[0], f"Python {SUITES[named[0]].python}: newest allowed by {req} that the classifiers name"
+            return named[0], f"Python {table[named[0]]}: newest allowed by {req} that the classifiers name"
         if meta.classifier_versions:
             top = max(meta.classifier_versions)
-            below = [s for s in allowed if SUITE_PYTHON[s][:2] <= top]
+            below = [s for s in allowed if xy(s) <= top]
             pick = below[0] if below else allowed[-1]
-            return pick, f"Python {SUITES[pick].python}: closest to the classifiers' newest {top[0]}.{top[1]} ({req})"
+            return pick, f"Python {table[pick]}: closest to the classifiers' newest {top[0]}.{top[1]} ({req})"
         pick = DEFAULT_SUITE if DEFAULT_SUITE in allowed else allowed[0]
-        return pick, f"Python {SUITES[pick].python}: default choice allowed by {req}"
+        return pick, f"Python {table[pick]}: default choice allowed by {req}"
 
-    def recipe(self, view: RepoView) -> Recipe:
+    def recipe(self, view: RepoView, *, python: str | None = None) -> Recipe:
         meta = read_metadata(view)
-        suite, why = self.choose_suite(meta)
+        suite, why = self.choose_suite(meta, python)
         notes = [why, *meta.notes]
-        own = (meta.name or "").lower().replace("_", "-")
-        reqs: list[str] = []
-        for r in meta.deps + meta.test_deps:
-            name = _req_name(r)
-            if not name or name == own or r in reqs:
-                continue
-            if name in IMAGE_PROVIDES and re.fullmatch(r"[\w.-]+", r.strip()):
-                continue  # unpinned and already in the image
-            reqs.append(r.strip())
-        steps = [Step("venv", f"python3 -m venv --system-site-packages {'--without-pip ' if not reqs else ''}{VENV}")]
+        reqs, constraints, req_notes = resolve_requirements(meta, marker_environment(suite))
+        notes += req_notes
+        steps = [Step("venv", f"python3 -m venv --system-site-packages {VENV} && {PIP} {shlex.quote(MIN_PIP)}")]
         if reqs:
-            steps.append(Step("dependencies", f"{VENV_PYTHON} -m pip install --no-cache-dir --disable-pip-version-check "
-                                              f"--progress-bar off " + " ".join(shlex.quote(r) for r in sorted(reqs))))
-            notes.append(f"{len(reqs)} requirement(s) from PyPI")
+            cons = ""
+            if constraints:
+                body = "\\n".join(constraints)
+                cons = f"printf '{body}\\n' > /tmp/envgen-constraints.txt && "
+                notes.append(f"{len(constraints)} constraint(s) applied")
+            steps.append(Step("dependencies", cons + PIP + (" -c /tmp/envgen-constraints.txt" if constraints else "")
+                              + " " + " ".join(shlex.quote(r) for r in sorted(reqs))))
+            notes.append(f"{len(reqs)} requirement(s) from the registry")
         else:
             notes.append("no dependencies to install")
         root = "src" if meta.src_layout else ""
-        steps.append(Step("package", _package_step(root, meta.name, meta.version, meta.entry_points)))
-        if meta.entry_points.get("pytest11"):
-            notes.append(f"registers its own pytest plugin(s): {', '.join(sorted(meta.entry_points['pytest11']))}")
         framework = "pytest"
-        test_names = {_req_name(r) for r in meta.test_deps}
+        test_names = {canonicalize_name(re.split(r"[\s\[<>=!~;@]", d.text.strip(), maxsplit=1)[0])
+                      for d in meta.test_deps if d.text.strip()}
         if not meta.pytest_configured and "pytest" not in test_names and test_names & {"nose2", "green", "unittest2"}:
             framework = "unittest"
         notes.append(f"tests run with {framework}" + (" (configured)" if meta.pytest_configured else ""))
-        check = "-m pytest --version" if framework == "pytest" else "-m unittest --help"
-        # autoload off, as the tests run: the project's own plugin imports from /work/repo, absent at build time
-        steps.append(Step("check", f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {VENV_PYTHON} {check} >/dev/null"))
+        task_steps = self._task_steps(view, meta, root, framework, notes)
         return Recipe(language=self.name, suite=suite, toolchains=("python",), steps=steps, framework=framework,
-                      python=VENV_PYTHON, pythonpath=[root or "."], notes=notes)
+                      python=VENV_PYTHON, pythonpath=[root or "."], notes=notes, task_steps=task_steps)
 
-
-def _package_step(root: str, name: str | None, version: str | None,
-                  entry_points: dict[str, dict[str, str]] | None = None) -> str:
-    """The editable install: a .pth to the working tree, and the distribution's metadata (with its entry
-    points) when it is static."""
-    q = json.dumps  # double-quoted literals, so the shell's single quotes need no escaping
-    target = f"{REPO_IN_IMAGE}/{root}".rstrip("/")
-    code = ["import os, sysconfig", "site = sysconfig.get_paths()[\"purelib\"]",
-            f"open(os.path.join(site, \"envgen-repo.pth\"), \"w\").write({q(target + chr(10))})"]
-    if name and version and re.fullmatch(r"[\w.+!-]+", version) and re.fullmatch(r"[\w.-]+", name):
-        meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-        code += [f"d = os.path.join(site, {q(re.sub(r'[-_.]+', '_', name) + '-' + version + '.dist-info')})",
-                 "os.makedirs(d, exist_ok=True)",
-                 f"open(os.path.join(d, \"METADATA\"), \"w\").write({q(meta)})",
-                 f"open(os.path.join(d, \"INSTALLER\"), \"w\").write({q('envgen' + chr(10))})",
-                 "open(os.path.join(d, \"RECORD\"), \"w\").write(\"\")"]
-        if entry_points:
-            text = "".join(f"[{g}]\n" + "".join(f"{n} = {v}\n" for n, v in sorted(eps.items())) + "\n"
-                           for g, eps in sorted(entry_points.items()))
-            code.append(f"open(os.path.join(d, \"entry_points.txt\"), \"w\").write({q(text)})")
-    return f"{VENV_PYTHON} -c {shlex.quote('; '.join(code))}"
+    def _task_steps(self, view: RepoView, meta: _Meta, root: str, framework: str, notes: list[str]) -> list[Step]:
+        """Install the project as its build backend intends, keep what that generates, check it imports."""
+        version = describe_version(view.repo, view.commit)
+        if version:
+            notes.append(f"setuptools_scm version {version} (git describe at the commit)")
+        else:
+            version = meta.version or FALLBACK_VERSION
+            notes.append(f"setuptools_scm version {version} (no tag describes the commit)")
+        env = " ".join(f"{k}={v}" for k, v in scm_env(meta.name, version).items())
+        extras = [x for x in meta.install_extras if re.fullmatch(r"[a-z0-9-]+", x)]
+        target = shlex.quote(REPO_IN_IMAGE + (f"[{','.join(extras)}]" if extras else ""))
+        install = (f"export {env} && {{ {PIP} -e {target} || {{ echo 'envgen: the editable install failed; "
+                   f"installing the project as a regular package (the tests import the checkout first)'; "
+                   f"{PIP} {target}; }}; }}")
+        kit = f"PYTHONPATH={VERIFIERS_DIR} python3 -m envgen_verifiers.install"
+        check = (f"{kit} check {REPO_IN_IMAGE} --python {VENV_PYTHON} --framework {framework} "
+                 f"--pythonpath {shlex.quote(root or '.')}")
+        notes.append("the project installed by its build backend (pip install -e" +
+                     (f", extras {', '.join(extras)}" if extras else "") + "), then imported as the tests will")
+        return [Step("install", install), Step("generated", f"{kit} capture {REPO_IN_IMAGE}"), Step("check", check)]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -38,6 +39,9 @@ from .lang import Recipe
 ENV_REPO = "envgen/repoenv"
 REPO_IN_BUILD = f"{images.WORK_DIR}/repo"
 """Where the task layer checks the repository out: the path the episode's working tree has."""
+TASK_GIT_DIR = "/opt/envgen/task-src.git"
+STEP_MARK, FAILED_MARK = "envgen task step: ", "envgen task step failed: "
+"""The snapshot's git data during the task layer's build (removed with the checkout)."""
 FAMILY = "code"
 SNAPSHOT_IDENT = {"GIT_AUTHOR_NAME": "envgen", "GIT_AUTHOR_EMAIL": "envgen@localhost",
                   "GIT_COMMITTER_NAME": "envgen", "GIT_COMMITTER_EMAIL": "envgen@localhost",
@@ -78,16 +82,22 @@ def env_instructions(recipe: Recipe) -> list[str]:
 
 
 def task_instructions(recipe: Recipe) -> list[str]:
-    """The task layer: the snapshot checked out at /work/repo (the path the episode's tree will have), the
-    recipe's task steps run there, then the checkout removed (the episode materialises its own)."""
+    """The task layer, one ``RUN``: the snapshot checked out at /work/repo (the path the episode's tree will
+    have, with a ``.git`` file as there), the recipe's task steps run there in order, then the checkout
+    removed (the episode materialises its own; what the steps must keep of the tree they copy out, see
+    ``envgen_verifiers.install``). One layer, so the checkout never weighs in the image; a failing step
+    ends the build with a last line naming it and its exit code."""
     if not recipe.task_steps:
         return []
-    src = "/opt/envgen/task-src.git"
-    checkout = (f"mkdir -p {REPO_IN_BUILD} && git --git-dir={src} --work-tree={REPO_IN_BUILD} checkout -f HEAD -- . "
-                f"&& git --git-dir={src} --work-tree={REPO_IN_BUILD} reset -q")
-    return ["USER root", f"COPY repo.git {src}", f"RUN {checkout}", *(f"RUN cd {REPO_IN_BUILD} && {s.run}"
-                                                                       for s in recipe.task_steps),
-            f"RUN rm -rf {REPO_IN_BUILD} {src}"]
+    src = TASK_GIT_DIR
+    parts = [f"mkdir -p {REPO_IN_BUILD}", f"printf 'gitdir: {src}\\n' > {REPO_IN_BUILD}/.git",
+             f"git -C {REPO_IN_BUILD} reset -q --hard"]
+    for s in recipe.task_steps:
+        parts.append(f"echo {shlex.quote(STEP_MARK + s.name)} && cd {REPO_IN_BUILD} && {{ {s.run} ; }} || "
+                     f"{{ rc=$?; echo {shlex.quote(FAILED_MARK + s.name)} exit $rc; exit $rc; }}")
+    parts.append(f"cd / && rm -rf {REPO_IN_BUILD} {src}")
+    return ["USER root", f"COPY repo.git {src}", "RUN " + " && ".join(f"( {p} )" if " || " in p else p
+                                                                       for p in parts)]
 
 
 def pack_dockerfile(recipe: Recipe) -> str:
@@ -96,6 +106,24 @@ def pack_dockerfile(recipe: Recipe) -> str:
     header = (f"# repository environment {recipe.key} ({recipe.language}, {recipe.image_base})\n"
               "ARG ENVGEN_BASE\nFROM ${ENVGEN_BASE}\n")
     return header + "\n".join(env_instructions(recipe) + task_instructions(recipe)) + "\n"
+
+
+def build_task_image(pack, recipe: Recipe, *, client=None, log=images.stderr_log):
+    """Build the task's pack image (``images.build_pack_image``); a failing task step (the project's install
+    or its check) raises EnvironmentFailed naming the step, its exit code and the build's last output."""
+    try:
+        return images.build_pack_image(pack, client=client, log=log)
+    except EnvgenError as e:
+        tail = getattr(e, "tail", "") or str(e)
+        m = re.findall(re.escape(FAILED_MARK) + r"(\S+) exit (\d+)", tail)
+        names = [s.name for s in recipe.task_steps]
+        if not m or m[-1][0] not in names:
+            raise
+        name, rc = m[-1][0], int(m[-1][1])
+        failed = names.index(name)
+        steps = [StepResult(s.name, s.run, 0 if i < failed else rc if i == failed else None)
+                 for i, s in enumerate(recipe.task_steps)]
+        raise EnvironmentFailed(f"task image: step {name!r} exited with {rc}", steps, tail[-3000:]) from None
 
 
 def env_tag(recipe: Recipe, family: str) -> str:

@@ -56,6 +56,20 @@ def _prepare() -> None:
     with open(os.path.join(tree, ".git"), "w") as f:
         f.write(f"gitdir: {os.path.relpath(git_dir, tree)}\n")
     _git("reset", "--hard", "-q", cfg["base"])
+    gen = _generated()
+    if gen is not None:
+        gen.overlay(tree)
+
+
+def _generated():
+    """The kit's module for the files the project's install generated (``_version.py``, in-place builds),
+    or None where the image has none: they are laid over the tree at every reset and are never part of
+    a submission (the verifier restores them)."""
+    try:
+        from envgen_verifiers import install
+    except ImportError:  # a runtime without the kit: no image-built install either
+        return None
+    return install if os.path.isdir(install.GENERATED_DIR) else None
 
 
 _prepare()
@@ -204,6 +218,9 @@ def submit(patch: str = "") -> str:
                                  + out.stderr.decode(errors="replace").strip()[-800:])
         else:
             _git("add", "-A", env=env)
+            gen = _generated()
+            if gen is not None and gen.generated_files():
+                _git("rm", "--cached", "-q", "--ignore-unmatch", "--", *gen.generated_files(), env=env)
             text = _git("diff", "--cached", "--binary", base, env=env).stdout.decode("utf-8", errors="surrogateescape")
             if not text.strip():
                 raise ValueError("nothing to submit: the working tree has no changes against the original commit")
@@ -220,7 +237,10 @@ def submit(patch: str = "") -> str:
     files = [line.split(" b/", 1)[-1] for line in text.splitlines() if line.startswith("diff --git ")]
     from envgen_verifiers.tests import Infrastructure
 
-    ignored = [f for f in files if Infrastructure()(f)]
-    note = (f"\nnote: {', '.join(ignored[:10])}: test configuration or interpreter hooks, restored to the original "
-            "before your patch is graded (these changes have no effect)") if ignored else ""
+    gen = _generated()
+    made = set(gen.generated_files()) if gen is not None else set()
+    ignored = [f for f in files if Infrastructure()(f) or f in made]
+    note = (f"\nnote: {', '.join(ignored[:10])}: test configuration, interpreter hooks or files the install "
+            "generated, restored to the original before your patch is graded (these changes have no effect)"
+            ) if ignored else ""
     return f"submitted a patch changing {len(files)} file(s): {', '.join(files[:20])}{note}"
