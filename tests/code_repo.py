@@ -437,7 +437,7 @@ def make_meter_repo(root: Path) -> dict[str, str]:
                   "tests/test_core.py": tests.replace("    assert add(2, 3) == 5\n",
                                                       "    assert add(2, 3) == 5\n    assert add(-1, 1) == 0\n")})
     shas["halve"] = _commit(root, METER_HALVE_MSG, 4)
-
+    return shas
 
 # ---------------------------------------------------------------- scmdemo: a project only its build backend installs
 
