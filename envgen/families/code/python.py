@@ -399,7 +399,25 @@ def _own_extras(line: str) -> list[str] | None:
     return [canonicalize_name(x) for x in (m.group(1) or "").split(",") if x.strip()]
 
 
-def _read_requirements(view: RepoView, path: str, seen: set[str], meta: _Meta, *, kind: str = "deps") -> list[Dep]:
+def _include_or_own(view: RepoView, line: str, base: str, where: str, seen: set[str], meta: _Meta) -> list[Dep] | None:
+    """A requirements line that is not a requirement: ``-r FILE`` (its requirements returned), ``-c FILE``
+    (its pins become constraints) or a reference to the project's own extras; None for any other line."""
+    m = re.match(r"^(-r|--requirement|-c|--constraint)(?:\s*=\s*|\s+|(?=[^\s-]))(.+)$", line)
+    if m:
+        inc = m.group(2).strip()
+        deps = _read_requirements(view, inc if inc.startswith("/") else _normpath(base + inc), seen, meta)
+        if m.group(1) in ("-c", "--constraint"):
+            meta.constraints += deps
+            return []
+        return deps
+    own = _own_extras(line)
+    if own is not None:
+        _use_own_extras(meta, own, f"{where}: {line}")
+        return []
+    return None
+
+
+def _read_requirements(view: RepoView, path: str, seen: set[str], meta: _Meta) -> list[Dep]:
     """Requirements of a requirements file, ``-r`` includes followed, ``-c`` constraints collected, the
     project's own extras (``.[test]``) noted, options that pick an index or a format noted and ignored."""
     if path in seen:
@@ -412,19 +430,9 @@ def _read_requirements(view: RepoView, path: str, seen: set[str], meta: _Meta, *
     base = path.rsplit("/", 1)[0] + "/" if "/" in path else ""
     out: list[Dep] = []
     for line in _requirement_lines(text):
-        m = re.match(r"^(-r|--requirement|-c|--constraint)(?:\s*=\s*|\s+|(?=[^\s-]))(.+)$", line)
-        if m:
-            inc = m.group(2).strip()
-            inc = inc if inc.startswith("/") else _normpath(base + inc)
-            deps = _read_requirements(view, inc, seen, meta, kind=kind)
-            if m.group(1) in ("-c", "--constraint"):
-                meta.constraints += deps
-            else:
-                out += deps
-            continue
-        own = _own_extras(line)
-        if own is not None:
-            _use_own_extras(meta, own, f"{path}: {line}")
+        included = _include_or_own(view, line, base, path, seen, meta)
+        if included is not None:
+            out += included
             continue
         if line.startswith("-"):
             opt = re.split(r"[\s=]", line, maxsplit=1)[0]
@@ -496,17 +504,9 @@ def _read_tox(view: RepoView, meta: _Meta, doc: dict) -> None:
         if "{" in line:
             meta.notes.append(f"{where}: dep {line[:80]!r} uses a tox substitution envgen does not expand; dropped")
             continue
-        m = re.match(r"^(-r|--requirement|-c|--constraint)\s*=?\s*(.+)$", line)
-        if m:
-            got = _read_requirements(view, _normpath(m.group(2).strip()), set(), meta)
-            if m.group(1) in ("-c", "--constraint"):
-                meta.constraints += got
-            else:
-                deps += got
-            continue
-        own = _own_extras(line)
-        if own is not None:
-            _use_own_extras(meta, own, f"{where}: {line}")
+        included = _include_or_own(view, line, "", where, set(), meta)
+        if included is not None:
+            deps += included
             continue
         deps.append(Dep(line, f"{where} [testenv] deps"))
     meta.test_deps += deps
