@@ -10,8 +10,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..pack.format import Task, ToolCall
+from ..pack.format import Pack, Task, ToolCall
 from ..sandbox import Sandbox, ToolResult, Verdict
+from .arguments import ArgumentChecker
+
+
+def argument_checker(pack: Pack) -> ArgumentChecker:
+    """The pack's compiled argument validators (one per pack object; its manifest's tools do not change)."""
+    checker = pack.__dict__.get("_argument_checker")
+    if checker is None:
+        checker = pack.__dict__["_argument_checker"] = ArgumentChecker(
+            t.model_dump(exclude_none=True) for t in pack.manifest.tools)
+    return checker
 
 
 @dataclass
@@ -19,25 +29,33 @@ class Episode:
     sandbox: Sandbox
     task: Task
     calls: list[dict[str, Any]] = field(default_factory=list)
-    """[{tool, args, ok, content, seconds}] in order; what the verifier receives."""
+    """[{tool, args, ok, content, seconds, turn}] in order; what the verifier receives. `turn` is the
+    assistant message that made the call, counted from 1 (None where the driver does not know it)."""
     verdict: Verdict | None = None
     started: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
         self.sandbox.reset()
         self.allowed = set(self.task.tools) if self.task.tools is not None else None
+        self.checker = argument_checker(self.sandbox.pack)
+        if self.allowed is None and self.sandbox.pack.manifest.tools:
+            self.allowed = {t.name for t in self.sandbox.pack.manifest.tools}
 
-    def call(self, tool: str, args: dict[str, Any]) -> ToolResult:
-        """Run one tool call (a tool outside the task's list is refused like an unknown one) and record it."""
+    def call(self, tool: str, args: dict[str, Any], turn: int | None = None) -> ToolResult:
+        """Run one tool call and record it. A tool outside the task's list (or the pack's schemas) is refused
+        like an unknown one; arguments that do not fit the tool's JSON schema are refused as
+        ``bad_arguments`` naming each wrong field, and the tool does not run."""
         if self.verdict is not None:
             raise RuntimeError("the episode is over")
         if self.allowed is not None and tool not in self.allowed:
             result = ToolResult.failure("unknown_tool", f"no tool named {tool!r} in this task; "
                                         f"available: {', '.join(sorted(self.allowed))}")
+        elif (wrong := self.checker.check(tool, args)) is not None:
+            result = ToolResult.failure("bad_arguments", wrong)
         else:
             result = self.sandbox.call(tool, args)
         self.calls.append({"tool": tool, "args": args, "ok": result.ok, "content": result.content,
-                           "seconds": round(result.seconds, 6)})
+                           "seconds": round(result.seconds, 6), "turn": turn})
         return result
 
     def finish(self, answer: str) -> Verdict:
@@ -52,9 +70,10 @@ class Episode:
 
 
 def replay(sandbox: Sandbox, task: Task, calls: list[ToolCall], answer: str) -> Episode:
-    """Play a fixed trajectory (tool calls, then a final answer) and verify it."""
+    """Play a fixed trajectory (tool calls, then a final answer) and verify it: one call per turn, as the
+    oracle policy plays it through PackEnv."""
     ep = Episode(sandbox, task)
-    for c in calls:
-        ep.call(c.tool, dict(c.args))
+    for k, c in enumerate(calls):
+        ep.call(c.tool, dict(c.args), turn=k + 1)
     ep.finish(answer)
     return ep

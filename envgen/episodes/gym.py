@@ -23,6 +23,7 @@ tuples of ``str`` in SyncVectorEnv and AsyncVectorEnv (shared memory included).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Mapping
 from collections.abc import Sequence as SequenceABC
@@ -315,6 +316,18 @@ class PackEnv(gymnasium.Env[str, Any]):
     # -- helpers
 
     @property
+    def spec(self):
+        """The EnvSpec ``gymnasium.make`` gave this env, with ``max_episode_steps`` = ``max_turns`` (the
+        env truncates itself at that turn; ``make`` adds no TimeLimit for it, so nothing counts twice)."""
+        return self.__dict__.get("_spec")
+
+    @spec.setter
+    def spec(self, value) -> None:
+        if value is not None and value.max_episode_steps is None and "max_turns" in self.__dict__:
+            value = dataclasses.replace(value, max_episode_steps=self.max_turns)
+        self.__dict__["_spec"] = value
+
+    @property
     def task(self):
         """The current episode's Task (None before the first reset)."""
         return self._task
@@ -389,7 +402,7 @@ class PackEnv(gymnasium.Env[str, Any]):
             if self._episode.elapsed >= self.episode_timeout_s:
                 content = "Error (episode_timeout): not run, the episode's time limit was reached"
             else:
-                result = self._episode.call(call.name, call.arguments)
+                result = self._episode.call(call.name, call.arguments, turn=turn)
                 c["tool_calls"] += 1
                 content = result.content
                 if not result.ok:
