@@ -85,6 +85,8 @@ class ArgumentChecker:
         view = {k: a for k, a in args.items()
                 if not (a is None and k not in required and isinstance(props.get(k), dict) and "default" not in props[k])}
         errors = sorted(v.iter_errors(view), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+        mistyped = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
+        errors = [e for e in errors if e.validator == "type" or tuple(e.absolute_path) not in mistyped]
         return [_message(e) for e in errors[:MAX_ERRORS]]
 
     def check(self, tool: str, args: Any) -> str | None:
