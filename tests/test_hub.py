@@ -225,6 +225,20 @@ def test_publish_then_pull_gives_an_identical_pack(tiny_pack, fake_hub, request,
     assert offline.root == pulled.root and offline.manifest.version == tiny_pack.manifest.version
 
 
+def test_publish_and_pull_carry_the_packs_instructions(tiny_pack, fake_hub, request, tmp_path):
+    policy = "# Policy\n\nConfirm before every write.\n"
+    m = tiny_pack.manifest.model_copy(update={"instructions": policy})
+    pack = packmod.save(packmod.Pack(m, tiny_pack.tasks, tiny_pack.root), tmp_path / "with-policy")
+    repo = _repo(request)
+    hub.publish(pack, repo, token=WRITE)
+    assert json.loads(fake_hub.read(repo, "pack.json"))["instructions"] == policy
+    card = fake_hub.read(repo, "README.md").decode()
+    assert _front_matter(card)["envgen"]["instructions_chars"] == len(policy) and "`instructions`" in card
+    pulled = hub.pull(repo)
+    assert pulled.manifest.instructions == policy and pulled.manifest.version == pack.manifest.version
+    packmod.verify_hash(pulled)
+
+
 def test_republishing_an_unchanged_pack_uploads_nothing(tiny_pack, fake_hub, request):
     repo = _repo(request)
     first = hub.publish(tiny_pack, repo, token=WRITE)

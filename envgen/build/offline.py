@@ -165,7 +165,7 @@ def build_generated(gen: Generated, out: str | Path, *, seed: int = 0, workers: 
     schemas = describe_tools(gen.env_dir)
     stages["describe"] = time.perf_counter() - t
     manifest = Manifest(name=gen.name, family=gen.family, category=gen.category, description=gen.description,
-                        tools=schemas, submit_tool=gen.submit_tool, limits=gen.limits,
+                        tools=schemas, submit_tool=gen.submit_tool, limits=gen.limits, instructions=gen.instructions,
                         provenance=Provenance(generator=gen.generator, seed=seed, sources=[f"{gen.family}/{gen.category}"]))
     with tempfile.TemporaryDirectory(prefix="envgen-stage-") as tmp:
         t = time.perf_counter()

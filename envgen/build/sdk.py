@@ -59,6 +59,8 @@ class Generated:
     """Becomes the pack's hidden/: what only the verifier sees."""
     tasks: list[Task]
     submit_tool: str | None = None
+    instructions: str | None = None
+    """The pack's policy document / system prompt (the manifest's ``instructions``), stored once for all tasks."""
     limits: Limits = field(default_factory=Limits)
     generator: str = ""
     """Provenance: which generator (and version) made the pack."""

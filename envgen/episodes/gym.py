@@ -42,6 +42,7 @@ from gymnasium.vector.utils import (
 
 from .actions import PARSE_FORMATS, canonical_format, parse_action
 from .episode import Episode
+from .prompt import DEFAULT_SYSTEM_PROMPT, agent_prompt
 from ..errors import ActionError, InputError
 from ..llm.judge import JudgedSandbox, make_judge
 from ..pack.resolve import open_pack
@@ -52,11 +53,6 @@ DEFAULT_MAX_TEXT = 1 << 18
 """Observation bound in characters (256 Ki): far above one tool result (the pack's output_limit,
 16 Ki by default) and small enough for a per-env shared-memory slot in AsyncVectorEnv (1 MiB)."""
 MIN_MAX_TEXT = 256
-DEFAULT_SYSTEM_PROMPT = (
-    "You are an agent working in a sandbox through the tools you are given. Call tools to gather "
-    "information and act; you may call several in one message. When you are done, reply with your "
-    "final answer and no tool call: that message ends the episode."
-)
 
 INVALID_CODES = frozenset({"unknown_tool", "bad_arguments"})
 """Tool-call failures that are the action's fault (counted as invalid_actions, not tool_errors)."""
@@ -257,8 +253,9 @@ class PackEnv(gymnasium.Env[str, Any]):
         task_ids: the tasks a reset without ``options["task_id"]`` draws from (default: all).
         max_text: the observation/action space bound; longer observations are clipped with a marker.
         sandbox_options: keyword arguments for the sandbox backend.
-        system_prompt: prepended to ``info["messages"]`` unless the task's prompt has a system message;
-            None or "" for none.
+        system_prompt: envgen's episode rules, the last part of the system message, after the pack's
+            ``instructions`` and the task's own system message (``envgen.episodes.prompt``); None or "" for
+            none (the pack's and the task's parts stay).
         render_mode: None or "ansi" (``render()`` returns the transcript text).
         judge: grades ``rubric`` tasks on the host after the sandbox's check: a ``envgen.llm.judge.RubricJudge``
             or its spec ``MODEL?base_url=..&votes=K`` (None: the sandbox's deterministic answer check).
@@ -365,9 +362,7 @@ class PackEnv(gymnasium.Env[str, Any]):
         self._episode = Episode(self.sandbox, task)
         self._task = task
         self._tools = self.pack.tools_for(task)
-        prompt = [m.model_dump() for m in task.prompt]
-        if self.system_prompt and not any(m["role"] == "system" for m in prompt):
-            prompt.insert(0, {"role": "system", "content": self.system_prompt})
+        prompt = agent_prompt(self.pack, task, self.system_prompt)
         self._messages = prompt
         self._counters = {"turns": 0, "tool_calls": 0, "invalid_actions": 0, "tool_errors": 0}
         self._last_details = None

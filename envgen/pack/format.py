@@ -38,6 +38,9 @@ VERIFIER_KINDS = ("answer", "state", "program", "rubric", "tests")
 """Verifier kinds the kit in ``verifiers/`` implements; a task naming another kind does not load."""
 
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+MAX_INSTRUCTIONS = 65_536
+"""Characters a pack's ``instructions`` may hold: room for a long domain policy (tau-bench's run 5-20 K)
+that still leaves most of a model's context to the episode."""
 
 
 class _Model(BaseModel):
@@ -174,6 +177,10 @@ class Manifest(_Model):
     family: str
     category: str = ""
     description: str = ""
+    instructions: str | None = None
+    """The pack's system prompt / policy document, stored once here and shown to the agent as the start of
+    the system message of every task (a task's own system message follows it, envgen's episode rules end it;
+    see envgen.episodes.prompt). None: the pack has none."""
     tools: list[ToolSchema]
     submit_tool: str | None = None
     """The tool that hands in the agent's result, if the family has one (the red-team drops it for 'empty')."""
@@ -187,6 +194,18 @@ class Manifest(_Model):
     def _schema(cls, v: int) -> int:
         if v != SCHEMA_VERSION:
             raise ValueError(f"schema_version {v} is not supported (this envgen reads {SCHEMA_VERSION})")
+        return v
+
+    @field_validator("instructions")
+    @classmethod
+    def _instructions(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not v.strip():
+            raise ValueError("empty; leave the field out if the pack has no instructions")
+        if len(v) > MAX_INSTRUCTIONS:
+            raise ValueError(f"{len(v)} characters, over the limit of {MAX_INSTRUCTIONS}; shorten the policy "
+                             "document or move reference material into a tool the agent can call")
         return v
 
     @model_validator(mode="after")
@@ -351,12 +370,16 @@ def content_hash(root: Path, manifest: Manifest) -> str:
     """sha256 over the manifest's content fields, the tasks without their stats, env/ and hidden/
     (without Python bytecode, which an import may write there).
 
+    The manifest's ``instructions`` (the policy document) are content: editing them makes another pack.
     version, image (built artefacts), provenance and stats (manifest and per-task: measurements such
     as pass rates) are left out, so rebuilding an image or re-running a pass check does not change
     what the pack *is*, and rollouts recorded against a version stay valid.
     """
     h = hashlib.sha256()
-    h.update(_canonical(manifest.model_dump(mode="json", exclude={"version", "image", "provenance", "stats"})))
+    content = manifest.model_dump(mode="json", exclude={"version", "image", "provenance", "stats"})
+    if content.get("instructions") is None:
+        content.pop("instructions", None)  # a pack without instructions hashes as it did before the field
+    h.update(_canonical(content))
     tpath = root / TASKS
     if tpath.is_file():
         with tpath.open(encoding="utf-8") as f:
@@ -489,6 +512,8 @@ def card(manifest: Manifest, tasks: list[Task]) -> str:
         f"# {manifest.name}\n\n{manifest.description}\n\n"
         f"- family: `{manifest.family}`" + (f", category `{manifest.category}`" if manifest.category else "") + "\n"
         f"- version: `{manifest.version}`\n- tasks: {st['tasks']} (difficulty histogram: {hist})\n"
+        + (f"- instructions: {len(manifest.instructions)} characters in `{MANIFEST}`, the start of the agent's "
+           "system message in every task\n" if manifest.instructions else "") +
         f"- generator: {manifest.provenance.generator or 'unknown'}\n\n## Tools\n\n{tools}\n\n"
         "## Use\n\n```python\nimport gymnasium as gym, envgen\n"
         f'env = gym.make("envgen/Pack-v0", pack="PATH_TO_THIS_PACK")\n```\n'

@@ -330,6 +330,7 @@ def hub_card(pack: Pack, repo: str, license: str | None = None) -> str:
         "name": m.name, "version": m.version, "schema_version": m.schema_version, "family": m.family,
         **({"category": m.category} if m.category else {}),
         "tools": m.tool_names, "tasks": st["tasks"], "difficulty": st["difficulty"],
+        **({"instructions_chars": len(m.instructions)} if m.instructions else {}),
         **({"pass_rate": rates} if rates else {}),
         **({"stats": extra} if extra else {}),
         **({"generator": m.provenance.generator} if m.provenance.generator else {}),
@@ -372,7 +373,11 @@ def hub_card(pack: Pack, repo: str, license: str | None = None) -> str:
         "(`kind`, `args` as JSON), `reference` (`calls` with JSON `args`, `answer`), `difficulty`, and `meta` and "
         "`stats` as JSON.\n"
         f"- `{MANIFEST}`, `{TASKS}`, `env/`, `hidden/`: the envgen pack; `{MANIFEST}`'s `version` is the sha256 "
-        "content hash `envgen pull` verifies.\n\n"
+        "content hash `envgen pull` verifies.\n"
+        + (f"- `{MANIFEST}`'s `instructions` ({len(m.instructions)} characters): the pack's policy document, the "
+           "start of the agent's system message in every task; the table's `prompt` holds only each task's own "
+           "messages.\n" if m.instructions else "")
+        + "\n"
         "`reference` and `hidden/` are the solutions and the verifier's private files: keep them out of the "
         "agent's context.\n"
     )

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Literal, Optional, Union
 
 from ..episodes.episode import Episode
 from ..errors import EnvgenError, InputError
-from ..episodes.gym import DEFAULT_SYSTEM_PROMPT
+from ..episodes.prompt import DEFAULT_SYSTEM_PROMPT, agent_prompt
 from ..pack.format import Pack, Task, ToolSchema
 from ..pack.resolve import open_pack
 from ..sandbox import open_sandbox
@@ -296,8 +296,10 @@ def pack_dataset(packs: Pack | str | Iterable[Pack | str], *, system_prompt: str
     """A ``datasets.Dataset`` of prompts, one row per task: ``prompt``, ``task_id``, ``pack`` and, for
     several packs (or ``environment=True``), ``environment`` (the key TRL's dict factory routes on).
 
-    ``system_prompt`` is added to tasks whose prompt has none (``"default"``: the gym's agent prompt;
-    ``None``: leave prompts as they are).
+    Each prompt is what ``PackEnv`` shows the agent (``envgen.episodes.prompt.agent_prompt``): one system
+    message made of the pack's ``instructions``, the task's own system message and ``system_prompt`` (envgen's
+    episode rules; ``"default"``: the gym's; ``None``: no rules, the pack's and task's parts stay), then the
+    task's other messages.
     """
     from datasets import Dataset
 
@@ -310,9 +312,7 @@ def pack_dataset(packs: Pack | str | Iterable[Pack | str], *, system_prompt: str
     rows = []
     for pack in loaded:
         for task in pack.tasks:
-            prompt = [{"role": m.role, "content": m.content} for m in task.prompt]
-            if system and prompt[0]["role"] != "system":
-                prompt.insert(0, {"role": "system", "content": system})
+            prompt = agent_prompt(pack, task, system)
             row = {"prompt": prompt, "task_id": task.id, "pack": pack_key(pack)}
             if environment:
                 row["environment"] = pack_key(pack)
