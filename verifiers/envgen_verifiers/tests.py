@@ -36,11 +36,11 @@ import time
 import xml.etree.ElementTree as ET
 
 from . import install as _generated
+from . import runners as _runners
+from .runners.base import ERROR, FAILED, FAILING, PASSED, PASSING, SKIPPED, XFAIL
 
-PASSED, FAILED, ERROR, SKIPPED, XFAIL = "passed", "failed", "error", "skipped", "xfail"
-PASSING = (PASSED, XFAIL)
-"""Outcomes that count as a pass (an expected failure met its expectation, as SWE-bench counts it)."""
-FAILING = (FAILED, ERROR)
+PYTHON_FRAMEWORKS = ("pytest", "unittest")
+"""Frameworks this module drives itself; every other one is a ``runners`` Runner."""
 SUBMISSION = ".envgen/submission.patch"
 """Where the submit tool writes the patch the agent hands in, relative to the work dir."""
 CONFIG_NAMES = frozenset({
@@ -359,7 +359,7 @@ def _is_test_module(path: str) -> bool:
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
 
-def changed_by_test_patch(tree: str, test_patch: str, files: list[str]) -> dict:
+def changed_by_test_patch(tree: str, test_patch: str, files: list[str], framework: str = "pytest") -> dict:
     """What the test patch adds or changes, as tests: {"files": {run file: "all" | ["Class::test", ...]},
     "dirs": [directory whose every test counts as changed]}; read from the tree after the test patch.
 
@@ -371,6 +371,8 @@ def changed_by_test_patch(tree: str, test_patch: str, files: list[str]) -> dict:
     touches (anything but a test module) changes every test under its directory.
     """
     diff = _diff_lines(test_patch)
+    if framework not in PYTHON_FRAMEWORKS:  # another language: a test changes with any file the patch touches
+        return {"files": {p: "all" for p in diff}, "dirs": []}
     changed: dict = {}
     dirs: list = []
     for path, d in diff.items():
@@ -433,8 +435,17 @@ def split_test_id(test_id: str, files: list[str] = ()) -> tuple:
     return path, names
 
 
-def is_changed(test_id: str, changes: dict, files: list[str] = ()) -> bool:
-    """Whether the test patch adds or changes this test (see ``changed_by_test_patch``)."""
+def is_changed(test_id: str, changes: dict, files: list[str] = (), framework: str = "pytest") -> bool:
+    """Whether the test patch adds or changes this test (see ``changed_by_test_patch``). For another
+    language's runner: whether the patch touches the file or directory the test lives in
+    (``Runner.test_path``), or any run file when the id names neither."""
+    runner = _runners.get(framework)
+    if runner is not None:
+        where = runner.test_path(test_id, list(files))
+        touched = changes.get("files", {})
+        if not where:
+            return any(p in touched for p in files)
+        return any(p == where or p.startswith(where.rstrip("/") + "/") for p in touched)
     path, names = split_test_id(test_id, files)
     if any(d == "" or path.startswith(d + "/") for d in changes.get("dirs", ())):
         return True
@@ -568,13 +579,15 @@ class Infrastructure:
     test_paths: what the test patch adds, changes or deletes; files: the run's test files; roots:
     import roots relative to the tree (``""`` is the tree itself, the current directory of the run);
     env_modules: top-level modules the environment provides (stdlib and installed); base_paths: the
-    files at the base commit. The Python files of a new top-level module at an import root that an
+    files at the base commit; extra: a predicate for the paths another language's runner says configure
+    its run (``Runner.infrastructure``). The Python files of a new top-level module at an import root that an
     environment module has the name of (``pytest.py``, ``pluggy/__init__.py``, ``json.py``) would
     shadow it and are infrastructure; a top-level name that exists at base is the project's own (the
     project under test may be pytest itself).
     """
 
-    def __init__(self, *, test_paths=(), files=(), roots=("",), env_modules=(), base_paths=()):
+    def __init__(self, *, test_paths=(), files=(), roots=("",), env_modules=(), base_paths=(), extra=None):
+        self.extra = extra
         self.test_paths = set(test_paths)
         self.subtrees = protected_dirs(list(files))
         self.roots = sorted({"" if r in ("", ".") else r.strip("/") for r in roots}, key=len, reverse=True)
@@ -600,6 +613,8 @@ class Infrastructure:
         if name.endswith(INFRA_SUFFIXES) or name.split(".", 1)[0] in ("sitecustomize", "usercustomize"):
             return True
         if path in self.test_paths or any(path == s or path.startswith(s + "/") for s in self.subtrees):
+            return True
+        if self.extra is not None and self.extra(path):
             return True
         if not name.endswith(PY_SUFFIXES):
             return False  # a package's other files cannot shadow anything once its Python files are gone
@@ -722,7 +737,7 @@ def _walk(tree: str) -> list[str]:
 
 
 def stage(tree: str, base: str, test_patch: str, submission: str | None = None, *, files: list[str] = (),
-          roots: list[str] = ("",), env_modules=(), what: str = "the submitted patch") -> list[str]:
+          roots: list[str] = ("",), env_modules=(), what: str = "the submitted patch", extra=None) -> list[str]:
     """Prepare the tree a test run judges: ``base``, then ``submission``, then every test-infrastructure
     path (see ``Infrastructure``; symlinks too) made equal to base + ``test_patch``.
 
@@ -744,7 +759,7 @@ def stage(tree: str, base: str, test_patch: str, submission: str | None = None, 
         if submission is not None:
             apply_patch(tree, submission, what)
         infra = Infrastructure(test_paths={p for p in set(ref) | set(at_base) if ref.get(p) != at_base.get(p)},
-                               files=files, roots=roots, env_modules=env_modules, base_paths=at_base)
+                               files=files, roots=roots, env_modules=env_modules, base_paths=at_base, extra=extra)
         fix, changed = [], []
         for p in sorted(set(_walk(tree)) | set(ref)):
             want = ref.get(p)
@@ -847,7 +862,7 @@ def test_command(framework: str, python: str, files: list[str], junit: str, plug
                 f"--junitxml={junit}", *files]
     if framework == "unittest":
         return [python, "-m", "unittest", "-v", *files]
-    raise ValueError(f"unknown test framework {framework!r} (known: pytest, unittest)")
+    raise ValueError(f"unknown test framework {framework!r} (known: {', '.join([*PYTHON_FRAMEWORKS, *_runners.RUNNERS])})")
 
 
 def resolve_python(python: str | None) -> str:
@@ -874,14 +889,10 @@ ABORTED = ("ImportError while loading conftest", "ERROR: file or directory not f
 """Output of a pytest session that stopped before running any test (exit codes 2-4 say the same)."""
 
 
-def _run_once(tree: str, framework: str, py: str, run_files: list[str], env: dict, timeout_s: float,
-              plugins: list[str]) -> dict:
-    """One test command: outcomes, failure messages, files that did not collect, exit code, output."""
-    jdir = tempfile.mkdtemp(prefix="envgen-junit-")
-    junit = os.path.join(jdir, "report.xml")
-    cmd = test_command(framework, py, run_files, junit, plugins)
+def _spawn(cmd: list[str], cwd: str, env: dict, timeout_s: float) -> dict:
+    """Run one command in its own session under a timeout; kill what it leaves running. rc, output, time."""
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=tree, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     timed_out = False
     try:
@@ -896,17 +907,71 @@ def _run_once(tree: str, framework: str, py: str, run_files: list[str], env: dic
             proc.wait()
     seconds = time.monotonic() - t0
     _killpg(proc)  # whatever the tests left running in their session
-    text = out.decode("utf-8", errors="replace")
-    junit_text = None
-    if os.path.isfile(junit):
-        with open(junit, encoding="utf-8", errors="replace") as f:
-            junit_text = f.read()
+    return {"rc": proc.returncode, "timed_out": timed_out, "seconds": seconds,
+            "text": out.decode("utf-8", errors="replace")}
+
+
+def _run_once(tree: str, framework: str, py: str, run_files: list[str], env: dict, timeout_s: float,
+              plugins: list[str]) -> dict:
+    """One test command: outcomes, failure messages, files that did not collect, exit code, output."""
+    jdir = tempfile.mkdtemp(prefix="envgen-junit-")
+    junit = os.path.join(jdir, "report.xml")
+    res = _spawn(test_command(framework, py, run_files, junit, plugins), tree, env, timeout_s)
+    junit_text = _read(junit) if os.path.isfile(junit) else None
     shutil.rmtree(jdir, ignore_errors=True)
     messages: dict = {}
     not_run: dict = {}
-    outcomes, source = parse_report(framework, junit_text, text, run_files, messages, not_run)
-    return {"outcomes": outcomes, "messages": messages, "not_run": not_run, "source": source,
-            "rc": proc.returncode, "timed_out": timed_out, "seconds": seconds, "text": text}
+    outcomes, source = parse_report(framework, junit_text, res["text"], run_files, messages, not_run)
+    return {"outcomes": outcomes, "messages": messages, "not_run": not_run, "source": source, **res}
+
+
+def _run_runner(runner, tree: str, files: list[str], *, timeout_s: float, options: dict, canary: bool) -> dict:
+    """``run_tests`` for another language's runner: its commands in order under one timeout, with its
+    canary test written next to the run files, then its report parsed (``runners.base``)."""
+    import secrets
+
+    home = tempfile.mkdtemp(prefix="envgen-home-")
+    report_dir = tempfile.mkdtemp(prefix="envgen-report-")
+    env = runner.env(test_env(tree, sys.executable, (), home), tree, options)
+    tok = secrets.token_hex(6)
+    made = runner.canary(tree, files, tok, options) if canary and files else None
+    written = None
+    t0 = time.monotonic()
+    texts, rc, timed_out = [], None, False
+    try:
+        if made:
+            written = os.path.join(tree, made[0])
+            os.makedirs(os.path.dirname(written), exist_ok=True)
+            with open(written, "w", encoding="utf-8") as f:
+                f.write(made[1])
+        cmds = runner.commands(tree, runner.run_files(files, made[0] if made else None), report_dir, options)
+        for i, cmd in enumerate(cmds):
+            left = timeout_s - (time.monotonic() - t0)
+            if left <= 1:
+                timed_out = True
+                break
+            part = _spawn(cmd, tree, env, left)
+            texts.append(part["text"])
+            rc, timed_out = part["rc"], part["timed_out"]
+            if timed_out or (rc != 0 and i < len(cmds) - 1):
+                break
+        text = "".join(texts)
+        outcomes, messages, source = runner.parse(report_dir, text, files, options)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(report_dir, ignore_errors=True)
+        if written and os.path.lexists(written):
+            os.unlink(written)
+    res = {"outcomes": {k: v for k, v in outcomes.items() if tok not in k},
+           "messages": {k: v for k, v in messages.items() if tok not in k}, "not_run": {}, "source": source,
+           "rc": rc, "timed_out": timed_out, "seconds": round(time.monotonic() - t0, 4),
+           "tail": text[-TAIL_CHARS:], "reruns": 0}
+    if made:
+        seen = sorted({v for k, v in outcomes.items() if tok in k})
+        res["canary"] = "missing" if not seen else next((o for o in seen if o not in FAILING), min(seen))
+    if not res["outcomes"]:
+        res["error_line"] = first_error(text)
+    return res
 
 
 def _aborted(framework: str, res: dict, tok: str) -> bool:
@@ -919,7 +984,7 @@ def _aborted(framework: str, res: dict, tok: str) -> bool:
 
 def run_tests(tree: str, framework: str, files: list[str], *, python: str | None = None,
               pythonpath: list[str] = (), timeout_s: float = 300.0, plugins: list[str] = (),
-              canary: bool = True) -> dict:
+              canary: bool = True, options: dict | None = None) -> dict:
     """Run the test files once; return outcomes, failure messages, the files that did not collect
     (``not_run``: {file: error}), the canary's outcome, report source, exit code, seconds, the output's
     tail and, when no test ran or a file did not collect, the first error line (``error_line``).
@@ -927,9 +992,14 @@ def run_tests(tree: str, framework: str, files: list[str], *, python: str | None
     When the joint pytest session stops before running any test (see ``_aborted``), each file runs
     on its own (with a canary next to it) within what is left of the timeout, so the files that collect
     still report; a file whose own run stops too is ``not_run``, and its tests are missing (failed).
+    Frameworks of other languages run through their ``runners`` Runner (``options``: its settings); a
+    runner that cannot add a canary leaves ``canary`` out of the result.
     """
     import secrets
 
+    runner = _runners.get(framework)
+    if runner is not None:
+        return _run_runner(runner, tree, files, timeout_s=timeout_s, options=dict(options or {}), canary=canary)
     py = resolve_python(python)
     home = tempfile.mkdtemp(prefix="envgen-home-")
     env = test_env(tree, py, pythonpath, home)
@@ -1040,13 +1110,30 @@ def fresh_repo(work_dir: str, git_src: str | None, repo: str = "repo", git_dir: 
     return prepare_repo(work_dir, repo, git_dir)
 
 
+def _environment(framework: str, python: str | None, tree: str) -> dict:
+    """What the test interpreter provides (``probe_environment``) for Python runs; nothing for others."""
+    if framework in PYTHON_FRAMEWORKS:
+        return probe_environment(python, tree)
+    return {"modules": [], "plugins": []}
+
+
+def _extra(framework: str, options: dict | None):
+    """The runner's own test-infrastructure predicate (``Runner.infrastructure``), or None."""
+    runner = _runners.get(framework)
+    if runner is None:
+        return None
+    opts = dict(options or {})
+    return lambda path: runner.infrastructure(path, opts)
+
+
 def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: str | None,
           env_dir: str | None = None, **_) -> dict:
     """Judge a code episode: reward 1 iff the submitted patch makes every FAIL_TO_PASS and PASS_TO_PASS pass.
 
     args: base (commit), framework, files (test files to run), FAIL_TO_PASS, PASS_TO_PASS, test_patch
     (file in hidden/), plugins (pytest plugin names recorded at validation; when absent, the ones the
-    environment provides), and optionally python, pythonpath, timeout_s, repo, git_dir, submit_tool,
+    environment provides), and optionally options (another language's runner settings), python,
+    pythonpath, timeout_s, repo, git_dir, submit_tool,
     report_tests (details["tests"]: each FAIL_TO_PASS/PASS_TO_PASS test's outcome, "missing" if unreported).
     """
     submit_tool = args.get("submit_tool", "submit")
@@ -1072,24 +1159,25 @@ def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: st
     tree = fresh_repo(work_dir, pristine, args.get("repo", "repo"), git_dir)
     files = list(args.get("files") or [])
     pythonpath = list(args.get("pythonpath") or [])
-    found = probe_environment(args.get("python"), tree)
+    framework = args.get("framework", "pytest")
+    found = _environment(framework, args.get("python"), tree)
     plugins = list(args["plugins"]) if "plugins" in args else [p["name"] for p in found["plugins"]]
     try:
         restored = stage(tree, args["base"], test_patch, patch, files=files, roots=["", *pythonpath],
-                         env_modules=found["modules"])
+                         env_modules=found["modules"], extra=_extra(framework, args.get("options")))
     except PatchError as e:
         return {"reward": 0.0, "details": {"reason": str(e)}}
-    res = run_tests(tree, args.get("framework", "pytest"), files, python=args.get("python"), pythonpath=pythonpath,
-                    timeout_s=float(args.get("timeout_s", 300)), plugins=plugins)
+    res = run_tests(tree, framework, files, python=args.get("python"), pythonpath=pythonpath,
+                    timeout_s=float(args.get("timeout_s", 300)), plugins=plugins, options=args.get("options"))
     outcomes = res["outcomes"]
     bad_f2p = [t for t in f2p if outcomes.get(t) not in PASSING]
     bad_p2p = [t for t in p2p if outcomes.get(t) not in PASSING]
-    trusted = res["canary"] in FAILING
+    trusted = "canary" not in res or res["canary"] in FAILING
     reward = 1.0 if trusted and not bad_f2p and not bad_p2p and (f2p or p2p) else 0.0
     details = {"FAIL_TO_PASS": f"{len(f2p) - len(bad_f2p)}/{len(f2p)}",
                "PASS_TO_PASS": f"{len(p2p) - len(bad_p2p)}/{len(p2p)}",
                "failed": (bad_f2p + bad_p2p)[:20], "report": res["source"], "seconds": res["seconds"],
-               "timed_out": res["timed_out"], "plugins": plugins, "canary": res["canary"]}
+               "timed_out": res["timed_out"], "plugins": plugins, "canary": res.get("canary")}
     if restored:
         details["restored"] = restored[:20]
     if args.get("report_tests"):  # per-test outcomes for SWE-bench-style reports (envgen eval swebench)
@@ -1111,8 +1199,9 @@ def matrix(spec: dict) -> dict:
     what the test patch changes (``changes``, see ``changed_by_test_patch``) and the reported tests it
     does not add or change (``unchanged``).
 
-    spec: git_dir (to copy into work), work, base, framework, files, python, pythonpath, timeout_s,
-    runs, test_patch (path), modes: [{name, submission: path or null}].
+    spec: git_dir (to copy into work), work, base, framework, options (another language's runner
+    settings), files, python, pythonpath, timeout_s, runs, test_patch (path), modes: [{name, submission:
+    path or null}].
     """
     t0 = time.monotonic()
     work = spec["work"]
@@ -1122,8 +1211,9 @@ def matrix(spec: dict) -> dict:
         shutil.copytree(spec["git_dir"], local_gd)
     tree = prepare_repo(work)
     pythonpath = list(spec.get("pythonpath") or [])
-    found = probe_environment(spec.get("python"), tree)
-    plugins = [p["name"] for p in found["plugins"]] if spec["framework"] == "pytest" else []
+    framework, options = spec["framework"], spec.get("options") or {}
+    found = _environment(framework, spec.get("python"), tree)
+    plugins = [p["name"] for p in found["plugins"]] if framework == "pytest" else []
     test_patch = _read(spec["test_patch"])
     setup = time.monotonic() - t0
     runs = []
@@ -1136,23 +1226,25 @@ def matrix(spec: dict) -> dict:
             rec = {"mode": mode["name"], "run": r + 1}
             try:
                 rec["restored"] = stage(tree, spec["base"], test_patch, sub, files=spec["files"],
-                                        roots=["", *pythonpath], env_modules=found["modules"], what=what)
+                                        roots=["", *pythonpath], env_modules=found["modules"], what=what,
+                                        extra=_extra(framework, options))
             except PatchError as e:
                 rec.update(outcomes={}, error=str(e), seconds=0.0, total_seconds=round(time.monotonic() - t1, 4))
                 runs.append(rec)
                 continue
             if changes is None:  # the test files are base + test patch in every staged tree
-                changes = changed_by_test_patch(tree, test_patch or "", spec["files"])
-            res = run_tests(tree, spec["framework"], spec["files"], python=spec.get("python"), pythonpath=pythonpath,
-                            timeout_s=float(spec.get("timeout_s", 300)), plugins=plugins)
+                changes = changed_by_test_patch(tree, test_patch or "", spec["files"], framework)
+            res = run_tests(tree, framework, spec["files"], python=spec.get("python"), pythonpath=pythonpath,
+                            timeout_s=float(spec.get("timeout_s", 300)), plugins=plugins, options=options)
             rec.update(res)
             rec["total_seconds"] = round(time.monotonic() - t1, 4)
             runs.append(rec)
     seen = sorted({t for r in runs for t in r.get("outcomes", {})})
     changes = changes or {"files": {}, "dirs": []}
     return {"runs": runs, "setup_seconds": round(setup, 4), "seconds": round(time.monotonic() - t0, 4),
-            "python": sys.version.split()[0], "plugins": found["plugins"] if spec["framework"] == "pytest" else [],
-            "changes": changes, "unchanged": [t for t in seen if not is_changed(t, changes, spec["files"])]}
+            "python": sys.version.split()[0], "plugins": found["plugins"] if framework == "pytest" else [],
+            "changes": changes,
+            "unchanged": [t for t in seen if not is_changed(t, changes, spec["files"], framework)]}
 
 
 def main(argv: list[str] | None = None) -> int:

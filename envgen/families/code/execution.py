@@ -229,8 +229,9 @@ def _counts(outcomes: dict) -> dict[str, int]:
 
 
 def _spec(base: str, framework: str, files: list[str], python: str | None, pythonpath: list[str], runs: int,
-          timeout_s: float, git_dir: str, work: str, patch_dir: str) -> dict:
-    return {"git_dir": git_dir, "work": work, "base": base, "framework": framework, "files": files,
+          timeout_s: float, git_dir: str, work: str, patch_dir: str, options: dict | None = None) -> dict:
+    return {"git_dir": git_dir, "work": work, "base": base, "framework": framework, "options": options or {},
+            "files": files,
             "python": python, "pythonpath": pythonpath, "timeout_s": timeout_s, "runs": runs,
             "test_patch": f"{patch_dir}/test.patch",
             "modes": [{"name": "base", "submission": None}, {"name": "gold", "submission": f"{patch_dir}/gold.patch"}]}
@@ -248,7 +249,7 @@ def _last_json(text: str, what: str) -> dict:
 
 def run_matrix_docker(image: str, *, base: str, framework: str, files: list[str], python: str | None,
                       pythonpath: list[str], gold: str, test: str, runs: int = 3, timeout_s: float = 300.0,
-                      memory_mb: int = 2048, cpus: float = 2.0, client=None) -> dict:
+                      memory_mb: int = 2048, cpus: float = 2.0, client=None, options: dict | None = None) -> dict:
     """All validation runs in one container of ``image`` (the task image: snapshot at /env/repo.git)."""
     import docker
     import requests
@@ -257,7 +258,8 @@ def run_matrix_docker(image: str, *, base: str, framework: str, files: list[str]
     client = client or engine()
     tmp = Path(tempfile.mkdtemp(prefix="envgen-validate-"))
     try:
-        spec = _spec(base, framework, files, python, pythonpath, runs, timeout_s, "/env/repo.git", "/work", SPEC_DIR)
+        spec = _spec(base, framework, files, python, pythonpath, runs, timeout_s, "/env/repo.git", "/work", SPEC_DIR,
+                     options)
         (tmp / "spec.json").write_text(json.dumps(spec))
         (tmp / "gold.patch").write_text(gold, encoding="utf-8", errors="surrogateescape")
         (tmp / "test.patch").write_text(test, encoding="utf-8", errors="surrogateescape")
@@ -297,14 +299,15 @@ def run_matrix_docker(image: str, *, base: str, framework: str, files: list[str]
 
 
 def run_matrix_local(git_dir: Path, *, base: str, framework: str, files: list[str], python: str | None,
-                     pythonpath: list[str], gold: str, test: str, runs: int = 3, timeout_s: float = 300.0) -> dict:
+                     pythonpath: list[str], gold: str, test: str, runs: int = 3, timeout_s: float = 300.0,
+                     options: dict | None = None) -> dict:
     """The same runs in a local subprocess (this machine's Python and pytest): for hosts without Docker."""
     tmp = Path(tempfile.mkdtemp(prefix="envgen-validate-"))
     try:
         (tmp / "gold.patch").write_text(gold, encoding="utf-8", errors="surrogateescape")
         (tmp / "test.patch").write_text(test, encoding="utf-8", errors="surrogateescape")
         spec = _spec(base, framework, files, python, pythonpath, runs, timeout_s, str(git_dir), str(tmp / "work"),
-                     str(tmp))
+                     str(tmp), options)
         (tmp / "spec.json").write_text(json.dumps(spec))
         boot = _BOOT.format(kit=str(bundled("verifiers")), spec=str(tmp / "spec.json"))
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TZ": "UTC", "PYTHONHASHSEED": "0",
@@ -321,7 +324,8 @@ def run_matrix_local(git_dir: Path, *, base: str, framework: str, files: list[st
 
 def validate_instance(instance_id: str, *, backend: str, image: str | None = None, git_dir: Path | None = None,
              base: str, framework: str, files: list[str], python: str | None, pythonpath: list[str], gold: str,
-             test: str, runs: int = 3, timeout_s: float = 300.0, memory_mb: int = 2048, client=None) -> Validation:
+             test: str, runs: int = 3, timeout_s: float = 300.0, memory_mb: int = 2048, client=None,
+             options: dict | None = None) -> Validation:
     """Run the matrix (``docker``: in ``image``; ``local``: from ``git_dir``) and judge it."""
     if runs < 1:
         raise InputError(f"validation runs must be at least 1, got {runs}")
@@ -331,7 +335,7 @@ def validate_instance(instance_id: str, *, backend: str, image: str | None = Non
         return v
     t0 = time.perf_counter()
     common = dict(base=base, framework=framework, files=files, python=python, pythonpath=pythonpath, gold=gold,
-                  test=test, runs=runs, timeout_s=timeout_s)
+                  test=test, runs=runs, timeout_s=timeout_s, options=options)
     if backend == "docker":
         if image is None:
             raise InputError("docker validation needs the task image")

@@ -42,11 +42,15 @@ class Recipe:
     steps: list[Step]
     """Environment layer: run as root without the repository (shared by every task that installs alike)."""
     framework: str
-    """Test runner the kit drives: ``pytest`` or ``unittest`` for Python."""
+    """Test runner the kit drives: ``pytest`` or ``unittest`` for Python, else a runner of
+    ``envgen_verifiers.runners`` (``go``, ``maven``, ``jest``, ...)."""
     python: str | None = None
     """Interpreter inside the image that runs the tests (None: the image's default)."""
     pythonpath: list[str] = field(default_factory=list)
     """Repository-relative import roots (``src`` layouts), put on PYTHONPATH for tools and tests."""
+    options: dict = field(default_factory=dict)
+    """The runner's settings (JSON): build directory, package paths, reporter; passed to the verifier as
+    its ``options``."""
     notes: list[str] = field(default_factory=list)
     """Why each choice was made (interpreter, test runner, dependencies), for the build report."""
     task_steps: list[Step] = field(default_factory=list)

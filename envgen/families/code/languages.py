@@ -23,8 +23,11 @@ def get_language(name: str) -> Language:
 
 
 def detect_language(view: RepoView) -> Language:
-    for lang in languages().values():
-        if lang.detect(view):
-            return lang
+    """The language whose project the repository is: of those whose ``detect`` says yes, the one with the
+    most code files (a Go module with a Python helper script is Go; a Python package with a
+    ``package.json`` for its docs is Python); ties go to the first in ``languages``."""
+    found = [lang for lang in languages().values() if lang.detect(view)]
+    if found:
+        return max(found, key=lambda lang: sum(1 for f in view.files if lang.is_code_path(f)))
     raise InputError(f"{view.repo}@{view.commit[:12]}: no supported language detected "
                       f"(supported: {', '.join(languages())})")

@@ -83,7 +83,8 @@ def stage_pack(cand: Candidate, recipe: Recipe, test_files: list[str], dest: Pat
                              message=f"{cand.repo} at {cand.base_commit}")
         (env / "code.json").write_text(json.dumps({
             "repo": "repo", "git_dir": "repo.git", "base": snap, "language": recipe.language,
-            "python": recipe.python, "pythonpath": recipe.pythonpath, "framework": recipe.framework},
+            "python": recipe.python, "pythonpath": recipe.pythonpath, "framework": recipe.framework,
+            "options": recipe.options},
             indent=2) + "\n")
         (env / "Dockerfile").write_text(pack_dockerfile(recipe))
         (hidden / TEST_PATCH).write_text(cand.test_patch, encoding="utf-8", errors="surrogateescape")
@@ -100,7 +101,8 @@ def stage_pack(cand: Candidate, recipe: Recipe, test_files: list[str], dest: Pat
             id=cand.instance_id,
             prompt=[{"role": "user", "content": PROMPT.format(repo=cand.repo, problem=cand.problem_statement)}],
             verifier={"kind": "tests", "args": {
-                "base": snap, "framework": recipe.framework, "files": test_files, "python": recipe.python,
+                "base": snap, "framework": recipe.framework, "options": recipe.options, "files": test_files,
+                "python": recipe.python,
                 "pythonpath": recipe.pythonpath, "test_patch": TEST_PATCH, "timeout_s": 300,
                 "submit_tool": SUBMIT, "FAIL_TO_PASS": [], "PASS_TO_PASS": []}},
             reference={"calls": [{"tool": SUBMIT, "args": {"patch": cand.gold_patch}}], "answer": "",

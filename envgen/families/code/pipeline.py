@@ -359,7 +359,8 @@ def _one(raw, plan, plan_stages, envs, staging, out, *, client, backend, runs, g
     v = validate_instance(cand.instance_id, backend=backend, image=image, git_dir=pack.env_dir / "repo.git",
                  base=args["base"], framework=recipe.framework, files=test_files, python=recipe.python,
                  pythonpath=recipe.pythonpath, gold=cand.gold_patch, test=cand.test_patch, runs=runs,
-                 timeout_s=test_timeout_s, memory_mb=pack.manifest.limits.memory_mb, client=client)
+                 timeout_s=test_timeout_s, memory_mb=pack.manifest.limits.memory_mb, client=client,
+                 options=recipe.options)
     _tick(stages, "validate", t0)
     envs_out = {recipe.key: env_info}
     if not v.accepted:

@@ -220,7 +220,7 @@ class DockerBench:
                  recipe: Recipe, files: list[str], memory_mb: int = 4096):
         self.client, self.image, self.snapshot, self.recipe = client, image, snapshot, recipe
         spec = {"git_dir": f"{SETUP_DIR}/repo.git", "work": CHECK_WORK, "base": base, "framework": recipe.framework,
-                "files": files, "python": recipe.python, "pythonpath": recipe.pythonpath, "runs": 1,
+                "options": recipe.options, "files": files, "python": recipe.python, "pythonpath": recipe.pythonpath, "runs": 1,
                 "test_patch": f"{SETUP_DIR}/test.patch",
                 "modes": [{"name": "base", "submission": None}, {"name": "gold", "submission": f"{SETUP_DIR}/gold.patch"}]}
         self.spec = spec

@@ -28,8 +28,8 @@ import httpx
 
 from ...errors import GitHubError, InputError, ServiceError
 from ...paths import cache_dir
-from .lang import Language
-from .languages import get_language
+from .lang import Language, RepoView
+from .languages import detect_language
 
 API = "https://api.github.com"
 CLOSING = re.compile(
@@ -646,7 +646,10 @@ def open_source(spec: str, *, language: Language | None = None, repo_path: str |
     if kind == "github":
         return GitHubSource(rest, repo_path=repo_path, cache_dir=cache_dir, github=github, max_prs=max_items, log=log)
     if kind == "git":
-        return LocalGitSource(rest, language or get_language("python"), max_count=max_items, issues=issues)
+        if language is None:  # the repository's language at the tip: it says which commits touch tests and code
+            path = ensure_clone("", rest, Path("."))
+            language = detect_language(RepoView(path, git_out(path, "rev-parse", "HEAD").strip()))
+        return LocalGitSource(rest, language, max_count=max_items, issues=issues)
     if kind == "swebench":
         if not Path(rest).is_file():
             raise InputError(f"--from {spec!r}: no such file {rest}")
