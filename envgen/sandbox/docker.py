@@ -224,6 +224,7 @@ class Box(Supervised):
 
     def destroy(self) -> None:
         """Remove the container and its io dir (idempotent). In a forked child: only drop the fds."""
+        self.settle()
         self.dead = True
         mine = self.owner == os.getpid()
         try:
