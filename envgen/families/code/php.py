@@ -10,8 +10,9 @@ dependencies come from one of:
   the autoloader (``composer dump-autoload``, offline) and the tests run with Debian's PHPUnit;
 - a Composer repository named by ``ENVGEN_COMPOSER_REPO`` (a mirror on an open network): the task
   layer writes it into the Composer configuration it uses (``COMPOSER_HOME=/opt/envgen/composer``,
-  the default repository turned off) and runs ``composer install``; without the variable such a
-  project is rejected with the packages it needs.
+  the default repository turned off, plain ``http://`` allowed when the URL says so) and runs
+  ``composer install``, which fails at once with a line naming the variable when the repository cannot
+  be reached; without the variable such a project is rejected with the packages it needs.
 
 Extensions a manifest requires (``ext-intl``) install as Debian packages (``php8.2-intl``) in the
 environment layer. A manifest whose PHP constraint excludes 8.2, or whose PHPUnit constraint excludes
@@ -265,8 +266,9 @@ class PHP(Language):
                                      f"({', '.join(fetch[:5])}{', ...' if len(fetch) > 5 else ''}); vendor them "
                                      f"(commit vendor/) or set {MIRROR_VAR} to a Composer repository URL")
                 q = shlex.quote(mirror)
+                plain = "composer config --global secure-http false && " if mirror.startswith("http://") else ""
                 install = (f"{env} && composer config --global repositories.envgen composer {q} && "
-                           "composer config --global repositories.packagist.org false && "
+                           f"composer config --global repositories.packagist.org false && {plain}"
                            "{ timeout 1200 composer install --no-interaction --no-progress --no-scripts || "
                            f"{{ rc=$?; echo \"envgen: composer install failed (exit $rc): the packages come from "
                            f"{MIRROR_VAR}={mirror}; check that it is reachable and serves them\"; exit $rc; }}; }}")
