@@ -170,3 +170,22 @@ def test_the_mirror_variable_is_written_into_the_composer_config_and_extensions_
     assert "repositories.packagist.org false" in install.run and "composer install --no-interaction" in install.run
     assert recipe.options["phpunit"] == "vendor/bin/phpunit" and recipe.options["test_dirs"] == []
     assert recipe.framework == "phpunit" and recipe.toolchains == ("php",)
+
+
+def test_a_configuration_that_stops_at_the_first_failure_still_reports_every_test(tmp_path):
+    """At the base commit the tests after a failing one would look failed too: the run uses a copy of the
+    configuration without ``stopOnFailure`` (beside it, so its bootstrap path resolves), removed after."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "boot.php").write_text("<?php\ndefine('BOOTED', 1);\n")
+    (tmp_path / "phpunit.xml").write_text(
+        '<?xml version="1.0"?>\n<phpunit bootstrap="tests/boot.php" stopOnFailure="true" stopOnError=\'true\'>\n'
+        '  <testsuites><testsuite name="t"><directory>tests</directory></testsuite></testsuites>\n</phpunit>\n')
+    (tmp_path / "tests" / "StopTest.php").write_text(
+        "<?php\nfinal class StopTest extends \\PHPUnit\\Framework\\TestCase {\n"
+        "    public function testA(): void { $this->fail('first'); }\n"
+        "    public function testB(): void { $this->assertSame(1, BOOTED); }\n}\n")
+    res = run_tests(str(tmp_path), "phpunit", ["tests/StopTest.php"], timeout_s=120,
+                    options={"config": "phpunit.xml"})
+    assert res["outcomes"] == {"StopTest::testA": "failed", "StopTest::testB": "passed"}, res
+    assert res["canary"] == "failed"
+    assert sorted(os.listdir(tmp_path)) == ["phpunit.xml", "tests"]

@@ -15,7 +15,8 @@ alone gives the tests that finished; with neither, the console's failure list (`
 Ids are PHPUnit's own: ``Fully\\Qualified\\ClassTest::testMethod``, data-provider cases
 ``...::testMethod with data set #0`` or ``... with data set "name"`` (the data values PHPUnit prints
 after them on the console are dropped). Incomplete tests count as skipped; risky tests are errors, as
-PHPUnit's JUnit log reports them.
+PHPUnit's JUnit log reports them. A configuration that stops the run at the first failure
+(``stopOnFailure`` and its kin) runs from a copy without those settings, so every test reports.
 
 Options (the recipe's): ``phpunit`` (the PHPUnit script: ``vendor/bin/phpunit`` when the repository
 vendors it, else Debian's ``/usr/bin/phpunit``), ``php`` (the interpreter), ``config`` (the
@@ -73,6 +74,29 @@ final class {name} extends \\PHPUnit\\Framework\\TestCase
 """
 
 
+STOP = re.compile(r"""\s(?:stopOn\w+)\s*=\s*(?:"[^"]*"|'[^']*')""")
+"""``stopOnFailure="true"`` and its kin on the configuration's root: a run that stops at the first failure
+leaves the tests after it unreported, and at the base commit they would look like failures."""
+MADE = "made.txt"
+"""Files the run wrote into the tree, one path a line (in the report directory): removed after the run."""
+
+
+def run_config(tree: str, config: str, report_dir: str) -> str:
+    """The configuration the run uses: the project's own, or, when its root element stops the run at the
+    first failure (``stopOn...``), a copy beside it (relative paths resolve alike) without those settings."""
+    path = os.path.join(tree, config)
+    text = read_text(path) or ""
+    m = re.search(r"<phpunit\b[^>]*>", text)
+    if not m or not STOP.search(m.group(0)):
+        return path
+    copy = os.path.join(os.path.dirname(path), f".envgen-{os.path.basename(report_dir)}.xml")
+    with open(copy, "w", encoding="utf-8") as f:
+        f.write(text[:m.start()] + STOP.sub("", m.group(0)) + text[m.end():])
+    with open(os.path.join(report_dir, MADE), "a", encoding="utf-8") as f:
+        f.write(copy + "\n")
+    return copy
+
+
 def php_string(text: str) -> str:
     """A single-quoted PHP string literal of ``text``."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -98,7 +122,7 @@ class PHPUnit(Runner):
         cmd = [options.get("php") or "php", script if os.path.isabs(script) else os.path.join(tree, script)]
         config = config_file(tree, options)
         if config:
-            cmd += ["--configuration", os.path.join(tree, config)]
+            cmd += ["--configuration", run_config(tree, config, report_dir)]
         else:
             cmd.append("--no-configuration")
             if os.path.isfile(os.path.join(tree, "vendor", "autoload.php")):
@@ -112,6 +136,10 @@ class PHPUnit(Runner):
         return {**env, "XDEBUG_MODE": "off", "COMPOSER_NO_INTERACTION": "1"}
 
     def parse(self, report_dir: str, output: str, files: list[str], options: dict) -> tuple[dict, dict, str]:
+        made = read_text(os.path.join(report_dir, MADE))
+        for path in (made or "").splitlines():
+            if path and os.path.lexists(path):
+                os.unlink(path)
         junit = read_text(os.path.join(report_dir, "junit.xml"))
         teamcity = read_text(os.path.join(report_dir, "teamcity.log"))
         outcomes: dict = {}
