@@ -189,3 +189,18 @@ def test_a_configuration_that_stops_at_the_first_failure_still_reports_every_tes
     assert res["outcomes"] == {"StopTest::testA": "failed", "StopTest::testB": "passed"}, res
     assert res["canary"] == "failed"
     assert sorted(os.listdir(tmp_path)) == ["phpunit.xml", "tests"]
+
+
+def test_without_a_configuration_the_composer_autoloader_bootstraps_the_run(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "composer.json").write_text('{"autoload": {"psr-4": {"Lib\\\\": "src/"}}}')
+    (tmp_path / "src" / "Two.php").write_text("<?php\nnamespace Lib;\nfinal class Two { const N = 2; }\n")
+    (tmp_path / "tests" / "TwoTest.php").write_text(
+        "<?php\nnamespace Lib\\Tests;\nfinal class TwoTest extends \\PHPUnit\\Framework\\TestCase {\n"
+        "    public function testTwo(): void { $this->assertSame(2, \\Lib\\Two::N); }\n}\n")
+    subprocess.run(["composer", "dump-autoload", "--no-interaction", "--quiet"], cwd=tmp_path, check=True,
+                   env={"PATH": os.environ["PATH"], "COMPOSER_HOME": str(tmp_path / ".c"),
+                        "COMPOSER_ALLOW_SUPERUSER": "1"})
+    res = run_tests(str(tmp_path), "phpunit", ["tests/TwoTest.php"], timeout_s=120, options={"config": None})
+    assert res["outcomes"] == {"Lib\\Tests\\TwoTest::testTwo": "passed"} and res["canary"] == "failed", res

@@ -254,6 +254,8 @@ class PHP(Language):
                                      f"{PHPUNIT_MAJOR} (Debian {DEFAULT_SUITE}'s)")
                 phpunit = "vendor/bin/phpunit"
                 notes.append("PHPUnit vendored (vendor/bin/phpunit)")
+            else:
+                self._check_phpunit(dev.get("phpunit/phpunit") or require.get("phpunit/phpunit"))
         else:
             self._check_phpunit(dev.get("phpunit/phpunit") or require.get("phpunit/phpunit"))
             fetch = sorted(k for k in {*_packages(require), *_packages(dev)} if k != "phpunit/phpunit")
