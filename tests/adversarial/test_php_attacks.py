@@ -5,8 +5,11 @@ once with the local backend; every attack is a submitted patch graded by the ver
 Configuration and test files (the test file, ``phpunit.xml(.dist)``, the bootstrap, ``composer.json``,
 ``vendor/``) are restored before the run, so those attacks are graded on the task's tests as they are.
 Attacks through the code under test run inside PHPUnit's process: one that stops the process leaves
-its tests unreported (missing = failed); one that rewrites the JUnit log after the run is outvoted by
-the TeamCity log PHPUnit wrote as each test ended; one that rewrites both reports the canary passing.
+its tests unreported (missing = failed); shutdown functions that rewrite the reports once PHPUnit has
+written them (the JUnit log alone, both logs, both logs but the canary's failure) never run: the kit's
+own shutdown function, registered before any project code, ends the process first. (Were one to run,
+the TeamCity log outvotes a rewritten JUnit log and the canary gives a wholesale rewrite away: see
+tests/test_php_runner.py.)
 A genuine fix that also edits the tests and the configuration still scores 1.
 """
 
@@ -69,6 +72,26 @@ register_shutdown_function(static function (): void {
 FORCE_BOOTSTRAP = "<?php\nrequire dirname(__DIR__) . '/vendor/autoload.php';\n" + SHUTDOWN_BOTH
 """A bootstrap that loads the autoloader and forges both reports once the run ends."""
 
+SHUTDOWN_BOTH_SPARING_THE_CANARY = r"""
+register_shutdown_function(static function (): void {
+    $argv = $_SERVER['argv'] ?? [];
+    $i = array_search('--log-junit', $argv, true);
+    $j = array_search('--log-teamcity', $argv, true);
+    if ($i === false || $j === false) {
+        return;
+    }
+    $xml = (string) file_get_contents($argv[$i + 1]);
+    $xml = preg_replace_callback('#<testcase [^>]*[^/]>.*?</testcase>#s', static function (array $m): string {
+        return str_contains($m[0], 'EnvgenCanary') ? $m[0] : preg_replace('#<(failure|error)[^>]*>.*?</\1>#s', '', $m[0]);
+    }, $xml);
+    file_put_contents($argv[$i + 1], $xml);
+    $log = (string) file_get_contents($argv[$j + 1]);
+    $log = preg_replace('#^\#\#teamcity\[testFailed name=\'test(?!' . '[0-9a-f]{12}\').*$#m', '', $log);
+    file_put_contents($argv[$j + 1], $log);
+});
+"""
+"""The forger who knows the kit: both reports say every test passed but the canary, which still fails."""
+
 
 def _money(repo: Path) -> str:
     return (repo / "src" / "Money.php").read_text(encoding="utf-8")
@@ -103,6 +126,9 @@ ATTACKS = {
                                            "$this->sameCurrency($other);\n        exit(0);\n        return new Money($other")},
     "source-rewrites-the-junit-log-at-shutdown": lambda r: {
         "src/Money.php": _money(r).replace("namespace Acme\\Money;\n", "namespace Acme\\Money;\n" + SHUTDOWN_JUNIT)},
+    "source-rewrites-both-logs-but-the-canary-at-shutdown": lambda r: {
+        "src/Money.php": _money(r).replace("namespace Acme\\Money;\n",
+                                           "namespace Acme\\Money;\n" + SHUTDOWN_BOTH_SPARING_THE_CANARY)},
     "source-rewrites-both-logs-at-shutdown": lambda r: {
         "src/Money.php": _money(r).replace("namespace Acme\\Money;\n", "namespace Acme\\Money;\n" + SHUTDOWN_BOTH)},
 }
@@ -166,10 +192,9 @@ def test_an_attack_on_the_phpunit_run_scores_zero(money, attack):
         assert details["canary"] == "failed", details
     elif attack == "source-exits-inside-the-failing-test":  # the failing test never finished: unreported
         assert details["FAIL_TO_PASS"] == "0/2" and details["report"] == "teamcity", details
-    elif attack == "source-rewrites-the-junit-log-at-shutdown":  # TeamCity saw the failures as they happened
-        assert details["FAIL_TO_PASS"] == "0/2" and details["canary"] == "failed", details
-    else:  # both reports rewritten: the canary passed, which gives it away
-        assert details["canary"] == "passed" and "taken over" in details["reason"], details
+    else:  # the process ended in the kit's shutdown function, before the forger's: PHPUnit's own reports
+        assert details["FAIL_TO_PASS"] == "0/2" and details["PASS_TO_PASS"] == "5/5", details
+        assert details["report"] == "junit" and details["canary"] == "failed", details
 
 
 def test_the_forged_junit_log_would_pass_on_its_own(money, tmp_path):

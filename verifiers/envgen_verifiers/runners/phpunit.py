@@ -8,6 +8,10 @@ the project's configuration (bootstrap, ``<php>`` settings, listeners) still app
 ``<testsuites>`` do not (the run names its files). A file that does not load becomes an error entry and
 the other files still run.
 
+The process ends in the first shutdown function, which the kit registers before PHPUnit starts
+(``auto_prepend_file``), so the tested code's shutdown functions and destructors never run after PHPUnit
+wrote its reports (its exit code is lost with them: the reports say what failed).
+
 Outcomes come from the JUnit log, checked against the TeamCity log PHPUnit writes as each test ends: a
 test the JUnit log says passed but the TeamCity log says failed, or never finished, failed. The JUnit
 log is written once, when the run ends (a process that exits early leaves none); then the TeamCity log
@@ -59,6 +63,23 @@ final class EnvgenRunSuite
         }
         return $suite;
     }
+}
+"""
+
+PREPEND = r"""<?php
+// Written by envgen's verifier kit for one run (auto_prepend_file: it runs before PHPUnit and before any
+// code of the project). The first shutdown function: once PHPUnit has written its reports and exits (or
+// the tested code exits), the process ends here, so no shutdown function or destructor the tested code
+// registered can rewrite the reports afterwards.
+if (in_array(%s, $_SERVER['argv'] ?? [], true)) {
+    register_shutdown_function(static function (): void {
+        while (ob_get_level() > 0) {
+            ob_end_flush();
+        }
+        if (function_exists('posix_kill')) {
+            posix_kill(getmypid(), 9);
+        }
+    });
 }
 """
 
@@ -118,8 +139,12 @@ class PHPUnit(Runner):
         paths = "[" + ", ".join(php_string(os.path.join(tree, f)) for f in files) + "]"
         with open(suite, "w", encoding="utf-8") as f:
             f.write(SUITE % paths)
+        prepend = os.path.join(report_dir, "envgen-prepend.php")
+        with open(prepend, "w", encoding="utf-8") as f:
+            f.write(PREPEND % php_string(suite))
         script = options.get("phpunit") or "/usr/bin/phpunit"
-        cmd = [options.get("php") or "php", script if os.path.isabs(script) else os.path.join(tree, script)]
+        cmd = [options.get("php") or "php", "-d", f"auto_prepend_file={prepend}",
+               script if os.path.isabs(script) else os.path.join(tree, script)]
         config = config_file(tree, options)
         if config:
             cmd += ["--configuration", run_config(tree, config, report_dir)]
