@@ -204,3 +204,16 @@ def test_without_a_configuration_the_composer_autoloader_bootstraps_the_run(tmp_
                         "COMPOSER_ALLOW_SUPERUSER": "1"})
     res = run_tests(str(tmp_path), "phpunit", ["tests/TwoTest.php"], timeout_s=120, options={"config": None})
     assert res["outcomes"] == {"Lib\\Tests\\TwoTest::testTwo": "passed"} and res["canary"] == "failed", res
+
+
+def test_tests_in_isolated_processes_report_and_the_canary_still_fails(tmp_path):
+    """``processIsolation``: PHPUnit runs each test in a child PHP process (which loads the kit's prepend
+    file too, without ending early: it is not the run's main process)."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "phpunit.xml").write_text('<?xml version="1.0"?>\n<phpunit processIsolation="true"/>\n')
+    (tmp_path / "tests" / "IsoTest.php").write_text(
+        "<?php\nfinal class IsoTest extends \\PHPUnit\\Framework\\TestCase {\n"
+        "    public function testA(): void { $this->assertSame(getmypid(), getmypid()); }\n"
+        "    public function testB(): void { $this->assertSame(1, 2); }\n}\n")
+    res = run_tests(str(tmp_path), "phpunit", ["tests/IsoTest.php"], timeout_s=120, options={"config": "phpunit.xml"})
+    assert res["outcomes"] == {"IsoTest::testA": "passed", "IsoTest::testB": "failed"} and res["canary"] == "failed"
