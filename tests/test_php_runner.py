@@ -167,7 +167,7 @@ def test_the_mirror_variable_is_written_into_the_composer_config_and_extensions_
     assert [s.name for s in recipe.steps] == ["extensions"] and "php8.2-intl" in recipe.steps[0].run
     install = recipe.task_steps[0]
     assert install.name == "install" and "repositories.envgen composer file:///srv/composer-mirror" in install.run
-    assert "repositories.packagist.org false" in install.run and "composer install --no-interaction" in install.run
+    assert "repo.packagist false" in install.run and "composer install --no-interaction" in install.run
     assert recipe.options["phpunit"] == "vendor/bin/phpunit" and recipe.options["test_dirs"] == []
     assert recipe.framework == "phpunit" and recipe.toolchains == ("php",)
 

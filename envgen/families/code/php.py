@@ -270,7 +270,7 @@ class PHP(Language):
                 q = shlex.quote(mirror)
                 plain = "composer config --global secure-http false && " if mirror.startswith("http://") else ""
                 install = (f"{env} && composer config --global repositories.envgen composer {q} && "
-                           f"composer config --global repositories.packagist.org false && {plain}"
+                           f"composer config --global repo.packagist false && {plain}"
                            "{ timeout 1200 composer install --no-interaction --no-progress --no-scripts || "
                            f"{{ rc=$?; echo \"envgen: composer install failed (exit $rc): the packages come from "
                            f"{MIRROR_VAR}={mirror}; check that it is reachable and serves them\"; exit $rc; }}; }}")
