@@ -7,12 +7,13 @@ registry imports the languages: no cycle.
 from __future__ import annotations
 
 from ...errors import InputError
+from .golang import Go
 from .lang import Language, RepoView
 from .python import Python
 
 
 def languages() -> dict[str, Language]:
-    return {lang.name: lang for lang in (Python(),)}
+    return {lang.name: lang for lang in (Python(), Go())}
 
 
 def get_language(name: str) -> Language:
