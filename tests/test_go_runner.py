@@ -147,3 +147,28 @@ def test_dependencies_from_debian_sources_through_the_runners_workspace(tmp_path
     # without the workspace, the module cannot be found offline: every test is missing
     res = run_tests(str(tmp_path / "g"), "go", ["stats/stats_test.go"], timeout_s=120, options={"go": "1.19"})
     assert res["outcomes"] == {} and "GOPROXY=off" in res["tail"] and res["canary"] == "missing"
+
+
+@needs_go
+def test_vendored_dependencies_with_mod_vendor(tmp_path):
+    """The gostats fix with go-cmp vendored as ``go mod vendor`` lays it out (copied from Debian's sources)."""
+    cmp_dir = Path("/usr/share/gocode/src/github.com/google/go-cmp")
+    if not (cmp_dir / "go.mod").is_file():
+        pytest.skip("needs Debian's golang-github-google-go-cmp-dev")
+    shas = make_gostats_repo(tmp_path / "g")
+    tree = tmp_path / "g"
+    subprocess.run(["git", "-C", str(tree), "checkout", "-q", shas["fix"]], check=True)
+    pkgs = ["cmp", "cmp/internal/diff", "cmp/internal/flags", "cmp/internal/function", "cmp/internal/value"]
+    for p in pkgs:
+        dest = tree / "vendor" / "github.com" / "google" / "go-cmp" / p
+        dest.mkdir(parents=True)
+        for f in (cmp_dir / p).glob("*.go"):
+            if not f.name.endswith("_test.go"):
+                shutil.copy(f, dest / f.name)
+    (tree / "vendor" / "modules.txt").write_text(
+        "# github.com/google/go-cmp v0.5.9\n## explicit; go 1.13\n" +
+        "".join(f"github.com/google/go-cmp/{p}\n" for p in pkgs))
+    res = run_tests(str(tree), "go", ["stats/stats_test.go"], timeout_s=120,
+                    options={"root": ".", "go": "1.19", "flags": ["-mod=vendor"]})
+    assert set(res["outcomes"].values()) == {"passed"} and len(res["outcomes"]) == 7, res["tail"]
+    assert res["canary"] == "failed"
