@@ -172,3 +172,44 @@ def test_vendored_dependencies_with_mod_vendor(tmp_path):
                     options={"root": ".", "go": "1.19", "flags": ["-mod=vendor"]})
     assert set(res["outcomes"].values()) == {"passed"} and len(res["outcomes"]) == 7, res["tail"]
     assert res["canary"] == "failed"
+
+
+@needs_go
+def test_a_module_cache_filled_through_a_proxy_is_read_offline_with_mod_mod(tmp_path):
+    """What ENVGEN_GOPROXY gives: the recipe's ``go mod download`` through the proxy (here a file:// one made
+    by hand) fills a module cache; the tests then read it with GOPROXY=off and -mod=mod."""
+    import json
+    import os
+    import zipfile
+
+    proxy = tmp_path / "proxy" / "example.org" / "sign" / "@v"
+    proxy.mkdir(parents=True)
+    mod = "module example.org/sign\n\ngo 1.19\n"
+    (proxy / "list").write_text("v1.0.0\n")
+    (proxy / "v1.0.0.info").write_text(json.dumps({"Version": "v1.0.0", "Time": "2024-01-01T00:00:00Z"}))
+    (proxy / "v1.0.0.mod").write_text(mod)
+    with zipfile.ZipFile(proxy / "v1.0.0.zip", "w") as z:
+        z.writestr("example.org/sign@v1.0.0/go.mod", mod)
+        z.writestr("example.org/sign@v1.0.0/sign.go",
+                   "package sign\n\nfunc Of(x int) int {\n\tif x < 0 {\n\t\treturn -1\n\t}\n\treturn 1\n}\n")
+    tree = tmp_path / "m"
+    (tree / "calc").mkdir(parents=True)
+    (tree / "go.mod").write_text("module example.com/m\n\ngo 1.19\n\nrequire example.org/sign v1.0.0\n")
+    (tree / "calc" / "calc.go").write_text("package calc\n\nimport \"example.org/sign\"\n\n"
+                                           "func Abs(x int) int { return sign.Of(x) * x }\n")
+    (tree / "calc" / "calc_test.go").write_text(
+        "package calc\n\nimport \"testing\"\n\nfunc TestAbs(t *testing.T) {\n\tif Abs(-3) != 3 || Abs(0) != 0 {\n"
+        "\t\tt.Fatal(Abs(-3), Abs(0))\n\t}\n}\n")
+    cache = tmp_path / "modcache"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GOCACHE": str(tmp_path / "gocache"),
+           "GOMODCACHE": str(cache), "GOPROXY": (tmp_path / "proxy").as_uri(), "GOFLAGS": "-mod=mod",
+           "GONOSUMDB": "*", "GOSUMDB": "off", "GOTOOLCHAIN": "local", "GOWORK": "off"}
+    subprocess.run(["go", "mod", "download"], cwd=tree, env=env, check=True, capture_output=True)
+    res = run_tests(str(tree), "go", ["calc/calc_test.go"], timeout_s=120,
+                    options={"go": "1.19", "flags": ["-mod=mod"], "modcache": str(cache)})
+    assert res["outcomes"] == {"example.com/m/calc.TestAbs": "passed"} and res["canary"] == "failed", res["tail"]
+    empty = tmp_path / "empty-cache"
+    empty.mkdir()
+    res = run_tests(str(tree), "go", ["calc/calc_test.go"], timeout_s=120,
+                    options={"go": "1.19", "flags": ["-mod=mod"], "modcache": str(empty)})
+    assert res["outcomes"] == {} and "GOPROXY=off" in res["tail"]
