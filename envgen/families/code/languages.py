@@ -7,13 +7,14 @@ registry imports the languages: no cycle.
 from __future__ import annotations
 
 from ...errors import InputError
+from .golang import Go
 from .lang import Language, RepoView
 from .php import PHP
 from .python import Python
 
 
 def languages() -> dict[str, Language]:
-    return {lang.name: lang for lang in (Python(), PHP())}
+    return {lang.name: lang for lang in (Python(), Go(), PHP())}
 
 
 def get_language(name: str) -> Language:

@@ -92,7 +92,18 @@ def _env() -> dict:
     roots = [tree if p in ("", ".") else os.path.join(tree, p) for p in cfg.get("pythonpath", [])]
     if roots:
         env["PYTHONPATH"] = os.pathsep.join(roots)
-    return env
+    runner = _runner(cfg)
+    return runner.env(env, tree, dict(cfg.get("options") or {})) if runner is not None else env
+
+
+def _runner(cfg: dict):
+    """The kit's test runner of another language (its toolchain's settings: the same as the verifier's),
+    or None for Python and where the kit is not importable."""
+    try:
+        from envgen_verifiers import runners
+    except ImportError:
+        return None
+    return runners.get(cfg.get("framework") or "")
 
 
 def _path(path: str) -> str:

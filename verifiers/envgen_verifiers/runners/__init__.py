@@ -5,9 +5,10 @@ a ``Runner`` subclass, listed in ``RUNNERS``."""
 from __future__ import annotations
 
 from .base import Runner
+from .golang import GoTest
 from .phpunit import PHPUnit
 
-RUNNERS: dict[str, Runner] = {r.framework: r for r in (PHPUnit(),)}
+RUNNERS: dict[str, Runner] = {r.framework: r for r in (GoTest(), PHPUnit())}
 
 
 def get(framework: str) -> Runner | None:
