@@ -113,8 +113,9 @@ def _path(path: str) -> str:
 def bash(command: str, timeout: int = 120) -> str:
     """Run a shell command with bash in the repository root and return its output and exit code.
 
-    Python, pytest and git are on PATH; the package under test imports from the working tree. There is
-    no network. Start background jobs with their output redirected (``cmd >/tmp/log 2>&1 &``), or the
+    git and the project's toolchain (Python and pytest, Go, Node, a JDK with Maven, GCC with CMake, or
+    PHP with PHPUnit) are on PATH; the project under test builds and imports from the working tree. There
+    is no network. Start background jobs with their output redirected (``cmd >/tmp/log 2>&1 &``), or the
     call waits for them.
 
     Args:
