@@ -117,7 +117,8 @@ TOOLCHAINS: dict[str, tuple[str, ...]] = {
     "node": ("nodejs", "npm"),
     "go": ("golang-go",),
     "jdk": ("default-jdk-headless", "maven"),
-    "gcc": ("gcc", "g++", "make", "cmake", "libc6-dev"),
+    "gcc": ("gcc", "g++", "make", "cmake", "libc6-dev", "libgtest-dev", "libgmock-dev", "catch2", "pkg-config",
+            "autoconf", "automake", "libtool"),
     "php": ("php-cli", "php-xml", "php-mbstring", "composer", "phpunit"),
     "python": ("python3-venv", "python3-pytest"),
 }

@@ -7,6 +7,7 @@ registry imports the languages: no cycle.
 from __future__ import annotations
 
 from ...errors import InputError
+from .cxx import C, Cpp
 from .golang import Go
 from .lang import Language, RepoView
 from .php import PHP
@@ -14,7 +15,7 @@ from .python import Python
 
 
 def languages() -> dict[str, Language]:
-    return {lang.name: lang for lang in (Python(), Go(), PHP())}
+    return {lang.name: lang for lang in (Python(), Go(), PHP(), C(), Cpp())}
 
 
 def get_language(name: str) -> Language:

@@ -5,10 +5,11 @@ a ``Runner`` subclass, listed in ``RUNNERS``."""
 from __future__ import annotations
 
 from .base import Runner
+from .cxx import CTest, MakeCheck
 from .golang import GoTest
 from .phpunit import PHPUnit
 
-RUNNERS: dict[str, Runner] = {r.framework: r for r in (GoTest(), PHPUnit())}
+RUNNERS: dict[str, Runner] = {r.framework: r for r in (GoTest(), PHPUnit(), CTest(), MakeCheck())}
 
 
 def get(framework: str) -> Runner | None:
