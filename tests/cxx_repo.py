@@ -148,7 +148,7 @@ def make_strutil_repo(root: Path) -> dict[str, str]:
                   "tests/test_split.cpp": TEST_SPLIT_FIX})
     shas["fix"] = _commit(root, FIX_SPLIT_MSG, 2)
     _write(root, {"README.md": "# strutil\n\nBuild with CMake; run the tests with `ctest`.\n"})
-    shas["docs"] = _commit(root, "README: how to build", 3)
+    shas["docs"] = _commit(root, "README: how to build the library and run its tests with ctest", 3)
     return shas
 
 
@@ -297,5 +297,5 @@ def make_vec_repo(root: Path) -> dict[str, str]:
                   "tests/CMakeLists.txt": VEC_TESTS_CMAKE.replace("push get grow", "push get grow pop_empty")})
     shas["fix"] = _commit(root, "vec_pop fails on an empty vector instead of reading before the buffer", 2)
     _write(root, {"include/vec.h": VEC_H.replace("int vec_pop(", "/* -1 when empty */\nint vec_pop(")})
-    shas["docs"] = _commit(root, "vec.h: document vec_pop's empty case", 3)
+    shas["docs"] = _commit(root, "vec.h: document what vec_pop returns when the vector is empty", 3)
     return shas

@@ -84,13 +84,19 @@ def gtest_cases(text: str) -> list[tuple[str, str, str]]:
             outcome, message = PASSED, ""
             for child in case:
                 if child.tag == "failure" and outcome != ERROR:
-                    outcome, message = FAILED, short(child.get("message") or child.text or "")
+                    outcome, message = FAILED, _gtest_message(child.get("message") or child.text or "")
                 elif child.tag == "error":
-                    outcome, message = ERROR, short(child.get("message") or child.text or "")
+                    outcome, message = ERROR, _gtest_message(child.get("message") or child.text or "")
             if outcome == PASSED and (status == "notrun" or case.get("result") in ("skipped", "suppressed")):
                 outcome = SKIPPED
             out.append((tid, outcome, message))
     return out
+
+
+def _gtest_message(text: str) -> str:
+    """Where the assertion is and its last lines (the values compared, the user's message)."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return short("\n".join(lines if len(lines) <= 3 else [lines[0], *lines[-2:]]))
 
 
 def _ctest_case_outcome(elem: ET.Element) -> str:
