@@ -192,3 +192,22 @@ def test_recipes_use_the_gcc_layer_and_say_what_they_cannot_do(tmp_path):
                        "Makefile.am": "check_PROGRAMS = t\nTESTS = t\n"})
     rec = Cpp().recipe(view)
     assert rec.framework == "make-check" and "zlib1g-dev" in rec.steps[0].run
+
+
+def test_a_discovered_googletest_case_passes_only_through_googletest_xml(tmp_path):
+    """A test program that exits 0 silently (before GoogleTest writes its XML or prints its banner) when
+    run by ctest: CTest says passed, but the case ``ctest --show-only`` lists with ``--gtest_filter`` is
+    missing, hence failed."""
+    import re
+
+    shutil.copytree(REPORTS / "gtest", tmp_path / "r")
+    for p in (tmp_path / "r" / "gtest").glob("unit*.xml"):
+        p.unlink()
+    junit = tmp_path / "r" / "ctest.xml"
+    junit.write_text(re.sub(r"<system-out>.*?</system-out>", "<system-out></system-out>",
+                            junit.read_text(encoding="utf-8"), flags=re.S), encoding="utf-8")
+    outcomes, _, _ = get("ctest").parse(str(tmp_path / "r"), "", [], {})
+    assert not [t for t, o in outcomes.items() if t.startswith(("Calc.", "Typed", "Values")) and o == "passed"]
+    assert outcomes["Calc.FailsWithUnicode"] == "failed" and outcomes["Calc.Off"] == "skipped"
+    assert outcomes["plain_ok"] == "passed" and outcomes["Whole.One"] == "passed"
+    assert outcomes["whole_binary"] == "failed"  # registered whole, no banner now: CTest's word

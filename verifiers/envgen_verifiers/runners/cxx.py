@@ -40,6 +40,8 @@ MAKE_NAMES = frozenset({"Makefile.am", "Makefile.in", "Makefile", "GNUmakefile",
                         "check.mk", "local.mk"})
 """Automake's inputs and outputs, its test drivers and the makefiles ``make check`` reads."""
 CANARY_PREFIX = "envgen_canary_"
+LISTING = "ctest-tests.json"
+"""``ctest --show-only=json-v1`` before the run: each test's command."""
 GTEST_RAN = re.compile(r"^\[==========\] Running \d+ tests? from", re.M)
 
 
@@ -158,6 +160,20 @@ def ctest_console(text: str) -> dict[str, str]:
     return out
 
 
+def gtest_owned(listing: str) -> set:
+    """The CTest tests that run one GoogleTest case (a ``--gtest_*`` argument: ``gtest_discover_tests``,
+    ``gtest_add_tests``), from ``ctest --show-only=json-v1``: only GoogleTest's XML can pass them."""
+    import json
+
+    try:
+        doc = json.loads(listing)
+    except ValueError:
+        return set()
+    tests = doc.get("tests") if isinstance(doc, dict) else None
+    return {t.get("name") for t in tests or () if isinstance(t, dict)
+            and any(isinstance(a, str) and a.startswith("--gtest_") for a in t.get("command") or ())}
+
+
 def parse_ctest(report_dir: str, output: str) -> tuple[dict, dict, str]:
     """(outcomes, messages, source) of a ``CTest`` run whose reports are in ``report_dir``."""
     outcomes: dict = {}
@@ -179,10 +195,11 @@ def parse_ctest(report_dir: str, output: str) -> tuple[dict, dict, str]:
             cases = ctest_junit(junit)
         except ValueError:
             cases = None
+    owned = gtest_owned(read_text(os.path.join(report_dir, LISTING)) or "")
     if cases is not None:
         sources.append("ctest-junit")
         for name, outcome, message, out in cases:
-            if GTEST_RAN.search(out):
+            if GTEST_RAN.search(out) or (name in owned and outcome == PASSED):
                 continue  # its GoogleTest cases speak for it (or are missing: failed)
             merge(outcomes, messages, name, outcome, message)
     else:
@@ -191,7 +208,7 @@ def parse_ctest(report_dir: str, output: str) -> tuple[dict, dict, str]:
             sources.append("ctest-console")
         gtest_ids = set(outcomes)
         for name, outcome in found.items():
-            if name not in gtest_ids:
+            if name not in gtest_ids and not (name in owned and outcome == PASSED):
                 merge(outcomes, messages, name, outcome)
     return outcomes, messages, "+".join(sources) or "none"
 
@@ -241,9 +258,11 @@ class CTest(Runner):
             configure.append(f"-DCMAKE_PROJECT_INCLUDE={os.path.join(tree, canary)}")
         make = ["sh", "-c", 'cmake --build "$1" -j "$2" -- -k; echo "envgen: the build exited with $?"', "sh",
                 build, str(jobs(options))]
+        listing = ["sh", "-c", 'ctest --test-dir "$1" --show-only=json-v1 > "$2" || true', "sh", build,
+                   os.path.join(report_dir, LISTING)]
         test = ["env", f"GTEST_OUTPUT=xml:{os.path.join(report_dir, 'gtest')}/", "ctest", "--test-dir", build,
                 "--output-junit", os.path.join(report_dir, "ctest.xml"), "--no-tests=error", "-j1"]
-        return [configure, make, test]
+        return [configure, make, listing, test]
 
     def parse(self, report_dir: str, output: str, files: list[str], options: dict) -> tuple[dict, dict, str]:
         return parse_ctest(report_dir, output)

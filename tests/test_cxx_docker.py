@@ -1,0 +1,57 @@
+"""C++ end to end in Docker: ``strutil`` (CMake + GoogleTest from Debian, tests/cxx_repo.py) built with the
+docker backend on the ``gcc`` toolchain layer, validated in its task image, then rolled out through
+``gymnasium.make``: the oracle scores 1, the null policy 0. One build for the module."""
+
+from __future__ import annotations
+
+import gymnasium
+import pytest
+
+import envgen  # noqa: F401  (registers envgen/Pack-v0)
+from envgen.families.code import build_code
+from envgen.pack import load
+from envgen.policies.builtin import NullPolicy, OraclePolicy, rollout
+from envgen.sandbox.images import stderr_log
+
+try:
+    from .cxx_repo import make_strutil_repo
+except ImportError:  # tests/ is not a package: pytest puts it on sys.path
+    from cxx_repo import make_strutil_repo
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1200)]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cxx-docker")
+    shas = make_strutil_repo(root / "strutil")
+    report = build_code(f"git:{root / 'strutil'}", root / "out", backend="docker", store=root / "state.sqlite",
+                        gate=False, log=stderr_log)
+    return root, shas, report
+
+
+def test_the_gtest_fix_is_validated_in_docker_with_per_test_ids(built):
+    root, shas, report = built
+    assert report.packs == [f"strutil-{shas['fix'][:12]}"], report.rejections
+    pack = load(root / "out" / report.packs[0])
+    assert pack.manifest.image.base == "debian:bookworm+gcc" and pack.manifest.image.tag
+    args = pack.tasks[0].verifier.args
+    assert args["framework"] == "ctest" and args["files"] == ["tests/test_split.cpp"]
+    assert args["FAIL_TO_PASS"] == ["Split.KeepsTrailingEmptyField"]
+    assert args["PASS_TO_PASS"] == ["Split.Basic", "Split.EmptyMiddle", "Trim.AllSpaces", "Trim.RemovesSpaces",
+                                    "Words/Upper.Converts/0", "Words/Upper.Converts/1", "Words/Upper.Converts/2"]
+    runs = pack.tasks[0].meta["validation"]["runs"]
+    assert {(r["source"], r["canary"]) for r in runs} == {("gtest+ctest-junit", "failed")}
+
+
+def test_oracle_scores_one_and_null_zero_through_gymnasium(built):
+    root, shas, report = built
+    env = gymnasium.make("envgen/Pack-v0", pack=str(root / "out" / report.packs[0]), sandbox="docker")
+    try:
+        oracle = rollout(env, OraclePolicy())
+        null = rollout(env, NullPolicy())
+    finally:
+        env.close()
+    assert oracle.reward == 1.0, oracle.reward_details
+    assert oracle.reward_details["FAIL_TO_PASS"] == "1/1" and oracle.reward_details["PASS_TO_PASS"] == "7/7"
+    assert null.reward == 0.0
