@@ -163,7 +163,7 @@ class Spec:
             pids_limit=self.pids_limit, cap_drop=["ALL"], cap_add=caps, security_opt=["no-new-privileges"],
             ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0),
                      docker.types.Ulimit(name="nofile", soft=1024, hard=1024)],
-            tmpfs={WORK: f"rw,nosuid,nodev,size={work_mb}m,uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755",
+            tmpfs={WORK: f"rw,exec,nosuid,nodev,size={work_mb}m,uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755",
                    TMP: f"rw,exec,nosuid,nodev,size={tmp_mb}m,mode=1777"},
             mounts=[docker.types.Mount(target=IO, source=str(iodir), type="bind", read_only=False)],
             log_config=docker.types.LogConfig(type="none"),
