@@ -299,3 +299,73 @@ def make_vec_repo(root: Path) -> dict[str, str]:
     _write(root, {"include/vec.h": VEC_H.replace("int vec_pop(", "/* -1 when empty */\nint vec_pop(")})
     shas["docs"] = _commit(root, "vec.h: document what vec_pop returns when the vector is empty", 3)
     return shas
+
+
+# ---------------------------------------------------------------- amcalc: Automake's make check
+
+AM_CONFIGURE = """\
+AC_INIT([amcalc], [0.1])
+AC_CONFIG_AUX_DIR([build-aux])
+AM_INIT_AUTOMAKE([foreign subdir-objects])
+AC_PROG_CC
+AC_CONFIG_FILES([Makefile])
+AC_OUTPUT
+"""
+
+AM_MAKEFILE = """\
+check_PROGRAMS = tests/test_clamp tests/test_sum
+tests_test_clamp_SOURCES = tests/test_clamp.c src/calc.c src/calc.h
+tests_test_sum_SOURCES = tests/test_sum.c src/calc.c src/calc.h
+TESTS = $(check_PROGRAMS)
+"""
+
+AM_CALC_H = "int clamp(int x, int lo, int hi);\nint sum(const int *xs, int n);\n"
+
+AM_CALC_C = """\
+#include "calc.h"
+
+int clamp(int x, int lo, int hi) { return x < lo ? lo : x > hi ? lo : x; }
+
+int sum(const int *xs, int n) {
+  int s = 0;
+  for (int i = 0; i < n; i++) s += xs[i];
+  return s;
+}
+"""
+
+AM_TEST_SUM = """\
+#include <stdio.h>
+#include "../src/calc.h"
+
+int main(void) {
+  int xs[] = {1, 2, 3};
+  if (sum(xs, 3) != 6) { printf("sum wrong\\n"); return 1; }
+  return 0;
+}
+"""
+
+AM_TEST_CLAMP = """\
+#include <stdio.h>
+#include "../src/calc.h"
+
+int main(void) {
+  if (clamp(5, 0, 10) != 5 || clamp(-1, 0, 10) != 0) { printf("clamp wrong\\n"); return 1; }
+  return 0;
+}
+"""
+
+
+def make_amcalc_repo(root: Path) -> dict[str, str]:
+    """An Automake C project; return {"initial", "fix": sha}. The fix makes ``clamp`` return ``hi`` above
+    the range and adds that check to tests/test_clamp.c (FAIL_TO_PASS ``tests/test_clamp``)."""
+    root.mkdir(parents=True, exist_ok=True)
+    _git(root, "init", "-q", "-b", "main")
+    _write(root, {"configure.ac": AM_CONFIGURE, "Makefile.am": AM_MAKEFILE, "src/calc.h": AM_CALC_H,
+                  "src/calc.c": AM_CALC_C, "tests/test_sum.c": AM_TEST_SUM, "tests/test_clamp.c": AM_TEST_CLAMP,
+                  ".gitignore": "*.o\n"})
+    shas = {"initial": _commit(root, "amcalc: clamp and sum, tested with make check", 1)}
+    _write(root, {"src/calc.c": AM_CALC_C.replace("x > hi ? lo : x", "x > hi ? hi : x"),
+                  "tests/test_clamp.c": AM_TEST_CLAMP.replace("clamp(-1, 0, 10) != 0", "clamp(-1, 0, 10) != 0 || "
+                                                              "clamp(11, 0, 10) != 10")})
+    shas["fix"] = _commit(root, "clamp returned the low bound for values above the range", 2)
+    return shas

@@ -1,5 +1,6 @@
-"""C end to end without Docker: ``vec`` (CMake + CTest, tests/cxx_repo.py) through build_code with the local
-backend, then episodes in a local sandbox: the gold patch scores 1, an empty submission 0."""
+"""C end to end without Docker: ``vec`` (CMake + CTest) and ``amcalc`` (Automake's make check), from
+tests/cxx_repo.py, through build_code with the local backend (red-team gate included), then episodes in a
+local sandbox: the gold patch scores 1, an empty submission 0."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from envgen.pack import load
 from envgen.sandbox import open_sandbox
 
 try:
-    from .cxx_repo import make_vec_repo
+    from .cxx_repo import make_amcalc_repo, make_vec_repo
 except ImportError:  # tests/ is not a package: pytest puts it on sys.path
-    from cxx_repo import make_vec_repo
+    from cxx_repo import make_amcalc_repo, make_vec_repo
 
 pytestmark = [pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("cc")), reason="needs cmake and a C "
                                  "compiler (.ci/setup-toolchains.sh)"), pytest.mark.timeout(600)]
@@ -63,3 +64,18 @@ def test_gold_scores_one_and_empty_zero_in_a_local_episode(built):
         assert verdict.reward == 1.0, verdict.details
         assert verdict.details["FAIL_TO_PASS"] == "1/1" and verdict.details["PASS_TO_PASS"] == "3/3"
         assert verdict.details["report"] == "ctest-junit" and verdict.details["canary"] == "failed"
+
+
+@pytest.mark.skipif(not shutil.which("autoreconf"), reason="needs autoconf, automake (.ci/setup-toolchains.sh)")
+def test_an_automake_project_is_validated_from_its_trs_files_and_gated(tmp_path):
+    shas = make_amcalc_repo(tmp_path / "amcalc")
+    report = build_code(f"git:{tmp_path / 'amcalc'}", tmp_path / "out", backend="local",
+                        store=tmp_path / "state.sqlite", log=lambda m: None)
+    assert report.packs == [f"amcalc-{shas['fix'][:12]}"], report.rejections
+    task = load(tmp_path / "out" / report.packs[0]).tasks[0]
+    args = task.verifier.args
+    assert (args["framework"], args["files"]) == ("make-check", ["tests/test_clamp.c"])
+    assert (args["FAIL_TO_PASS"], args["PASS_TO_PASS"]) == (["tests/test_clamp"], ["tests/test_sum"])
+    assert {(r["source"], r.get("canary")) for r in task.meta["validation"]["runs"]} == {("automake-trs", None)}
+    gate = report.details["tasks"][task.id]["gate"]
+    assert gate["reference"] == 1.0 and gate["empty"] == 0.0 and gate["mutated"] == 0.0 and gate["noop"] == 0.0
