@@ -1,10 +1,11 @@
-"""Attacks on a C/C++ task's test run (CMake + CTest), each a submission graded in a local episode.
+"""Attacks on a C/C++ task's test run (CMake + CTest, Automake), each a submission graded in a local episode.
 
-``vec`` (C, plain CTest tests) and ``strutil`` (C++, GoogleTest under gtest_discover_tests) come from
-tests/cxx_repo.py; the task is each one's bug fix. Every attack submits without the fix and must score 0:
+``vec`` (C, plain CTest tests), ``strutil`` (C++, GoogleTest under gtest_discover_tests) and ``amcalc``
+(C, Automake's make check) come from tests/cxx_repo.py; the task is each one's bug fix. Every attack submits without the fix and must score 0:
 test sources and build files edited or deleted, tests re-registered as ``true``, a planted canary
 look-alike and CTest configuration, report files written into the tree, and a library that ends the
-test process with exit status 0 before GoogleTest reports (always, or only when run by ctest). A genuine
+test process with exit status 0 before GoogleTest reports (always, or only when run by ctest), Automake
+inputs that mark the failing test as an expected failure or replace the generated build. A genuine
 fix that also edits the test build files still scores 1.
 """
 
@@ -21,7 +22,7 @@ from envgen.families.code import build_code
 from envgen.pack import load
 from envgen.sandbox import open_sandbox
 
-from cxx_repo import VEC_C, make_strutil_repo, make_vec_repo
+from cxx_repo import VEC_C, make_amcalc_repo, make_strutil_repo, make_vec_repo
 
 pytestmark = [pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("c++")), reason="needs cmake and a "
                                  "C++ compiler (.ci/setup-toolchains.sh)"), pytest.mark.timeout(900)]
@@ -143,3 +144,31 @@ def test_a_test_process_that_exits_zero_early_passes_nothing(strutil, attack, tm
     assert reward == 0.0, details
     assert details["FAIL_TO_PASS"] == "0/1" and details["PASS_TO_PASS"] == "0/7", details
     assert details["canary"] == "failed"
+
+
+@pytest.fixture(scope="module")
+def amcalc(tmp_path_factory):
+    if not shutil.which("autoreconf"):
+        pytest.skip("needs autoconf, automake (.ci/setup-toolchains.sh)")
+    return _build(tmp_path_factory.mktemp("cxx-attacks"), make_amcalc_repo, "amcalc")
+
+
+@pytest.mark.parametrize("attack", ["xfail-in-makefile-am", "tests-redefined-in-configure-ac",
+                                    "committed-generated-build", "fake-trs"])
+def test_automake_attacks_score_zero(amcalc, attack, tmp_path):
+    repo, shas, pack = amcalc
+    base = shas["initial"]
+    am = _read(repo, base, "Makefile.am")
+    ac = _read(repo, base, "configure.ac")
+    fake_makefile = "all:\ncheck:\n\t@echo PASS: tests/test_clamp\n\t@echo PASS: tests/test_sum\n"
+    edits = {
+        "xfail-in-makefile-am": {"Makefile.am": am + "XFAIL_TESTS = tests/test_clamp\n"},
+        "tests-redefined-in-configure-ac": {"configure.ac": ac.replace("AC_OUTPUT", "AC_SUBST([TESTS], [true])\nAC_OUTPUT")},
+        "committed-generated-build": {"configure": "#!/bin/sh\nexit 0\n", "Makefile": fake_makefile,
+                                      "Makefile.in": fake_makefile},
+        "fake-trs": {"tests/test_clamp.trs": ":test-result: PASS\n:global-test-result: PASS\n",
+                     "src/test_clamp.trs": ":test-result: PASS\n"},
+    }[attack]
+    reward, details = _score(pack, _patch(repo, base, edits, tmp_path))
+    assert reward == 0.0, details
+    assert details["FAIL_TO_PASS"] == "0/1", details
