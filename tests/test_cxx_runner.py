@@ -169,6 +169,12 @@ def test_recipes_use_the_gcc_layer_and_say_what_they_cannot_do(tmp_path):
     view = repo("new-cmake", {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.28)\nproject(x)\n" + test})
     with pytest.raises(InputError, match=r"VERSION 3.28\): the gcc toolchain layer has CMake 3.25.1"):
         Cpp().recipe(view)
+    view = repo("cxx26", {"CMakeLists.txt": "project(x)\nset(CMAKE_CXX_STANDARD 26)\n" + test})
+    with pytest.raises(InputError, match=r"C\+\+26 is asked for; the gcc toolchain layer has GCC 12.2"):
+        Cpp().recipe(view)
+    view = repo("cxx20", {"CMakeLists.txt": "project(x)\nadd_library(a src/a.cpp)\n"
+                          "target_compile_features(a PUBLIC cxx_std_20)\n" + test})
+    assert Cpp().recipe(view).framework == "ctest"
     view = repo("fetch", {"CMakeLists.txt": "project(x)\ninclude(FetchContent)\nFetchContent_Declare(googletest URL "
                           "u)\nFetchContent_Declare(fmt GIT_REPOSITORY r)\n" + test})
     with pytest.raises(InputError, match=r"FetchContent_Declare\(fmt\) downloads fmt"):

@@ -29,6 +29,8 @@ CXX_SOURCES = (".cpp", ".cc", ".cxx", ".c++", ".cp")
 HEADERS = (".h", ".hpp", ".hh", ".hxx", ".h++", ".ipp", ".tpp", ".inl", ".tcc")
 TEST_DIRS = {"test", "tests", "testing", "unittest", "unittests", "unit_tests", "gtest", "t"}
 _TEST_STEM = re.compile(r"(^test_|^tests?$|_tests?$|_unittests?$|_spec$|^check_)", re.I)
+GCC = "12.2"
+"""GCC of the ``gcc`` toolchain layer (Debian bookworm)."""
 CMAKE_VERSION = (3, 25, 1)
 """CMake of the ``gcc`` toolchain layer (Debian bookworm)."""
 GOOGLETEST_SRC = "/usr/src/googletest"
@@ -126,6 +128,7 @@ class _CFamily(Language):
                      if f.rsplit("/", 1)[-1] == "CMakeLists.txt" or f.endswith(".cmake")}
             self._cmake_version(texts.get("CMakeLists.txt", ""), notes)
             code = {f: _strip_comments(t) for f, t in texts.items()}
+            self._cxx_standard(code, notes)
             if not any(TEST_REGISTRATION.search(t) for t in code.values()):
                 raise InputError("the CMake project registers no CTest test (add_test, gtest_discover_tests, "
                                  "catch_discover_tests): nothing for ctest to run")
@@ -168,6 +171,16 @@ class _CFamily(Language):
             raise InputError(f"cmake_minimum_required(VERSION {m.group(1)}): the gcc toolchain layer has CMake "
                              f"{have} (Debian bookworm); a newer CMake is not available")
         notes.append(f"cmake_minimum_required {m.group(1)} (CMake {'.'.join(map(str, CMAKE_VERSION))} in the image)")
+
+    @staticmethod
+    def _cxx_standard(code: dict[str, str], notes: list[str]) -> None:
+        """InputError for a C++ standard GCC 12 does not have (C++26 and later)."""
+        for f, text in sorted(code.items()):
+            for m in re.finditer(r"(?i)(?:CMAKE_CXX_STANDARD\s+|CXX_STANDARD\s+|cxx_std_)(\d+)", text):
+                std = int(m.group(1))
+                if std not in (98, 11, 14, 17, 20, 23):
+                    raise InputError(f"{f}: C++{std} is asked for; the gcc toolchain layer has GCC {GCC} "
+                                     "(C++23 at most)")
 
     @staticmethod
     def _fetches(code: dict[str, str], notes: list[str]) -> list[str]:
