@@ -1,6 +1,7 @@
 """C++ end to end in Docker: ``strutil`` (CMake + GoogleTest from Debian, tests/cxx_repo.py) built with the
 docker backend on the ``gcc`` toolchain layer, validated in its task image, then rolled out through
-``gymnasium.make``: the oracle scores 1, the null policy 0. One build for the module."""
+``gymnasium.make``: the oracle scores 1, the null policy 0, and the agent builds and runs the tests in its own
+working tree (/work allows executing what is built there). One build for the module."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import gymnasium
 import pytest
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
+from envgen.episodes.actions import render_action
 from envgen.families.code import build_code
 from envgen.pack import load
 from envgen.policies.builtin import NullPolicy, OraclePolicy, rollout
@@ -55,3 +57,17 @@ def test_oracle_scores_one_and_null_zero_through_gymnasium(built):
     assert oracle.reward == 1.0, oracle.reward_details
     assert oracle.reward_details["FAIL_TO_PASS"] == "1/1" and oracle.reward_details["PASS_TO_PASS"] == "7/7"
     assert null.reward == 0.0
+
+
+def test_the_agent_builds_and_runs_the_tests_in_its_working_tree(built):
+    root, shas, report = built
+    env = gymnasium.make("envgen/Pack-v0", pack=str(root / "out" / report.packs[0]), sandbox="docker")
+    try:
+        env.reset()
+        cmd = ("cmake -S . -B build -DCMAKE_BUILD_TYPE=Debug >/dev/null && cmake --build build -j2 >/dev/null && "
+               "./build/tests/strutil_tests --gtest_brief=1 | tail -1")
+        obs, _, terminated, truncated, _ = env.step(render_action("", [("bash", {"command": cmd})]))
+    finally:
+        env.close()
+    assert not (terminated or truncated)
+    assert "[  PASSED  ] 7 tests." in obs and "[exit code 0]" in obs, obs
