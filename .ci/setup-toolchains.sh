@@ -10,7 +10,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; t
   log "need root for: $*"; return 1; fi; }
 
 want=(golang-go golang-github-google-go-cmp-dev default-jdk-headless maven junit4 junit5 libsurefire-java
-      gcc g++ make cmake libgtest-dev catch2 php-cli php-xml php-mbstring phpunit composer)
+      gcc g++ make cmake libgtest-dev libgmock-dev catch2 autoconf automake libtool pkg-config php-cli php-xml php-mbstring phpunit composer)
 command -v node >/dev/null && command -v npm >/dev/null || want+=(nodejs npm)
 missing=()
 for p in "${want[@]}"; do
