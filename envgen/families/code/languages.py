@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from ...errors import InputError
 from .lang import Language, RepoView
+from .node import JavaScript, TypeScript
 from .python import Python
 
 
 def languages() -> dict[str, Language]:
-    return {lang.name: lang for lang in (Python(),)}
+    return {lang.name: lang for lang in (Python(), JavaScript(), TypeScript())}
 
 
 def get_language(name: str) -> Language:

@@ -5,8 +5,9 @@ a ``Runner`` subclass, listed in ``RUNNERS``."""
 from __future__ import annotations
 
 from .base import Runner
+from .node import Jest, Mocha, Vitest
 
-RUNNERS: dict[str, Runner] = {r.framework: r for r in ()}
+RUNNERS: dict[str, Runner] = {r.framework: r for r in (Jest(), Vitest(), Mocha())}
 
 
 def get(framework: str) -> Runner | None:
