@@ -362,7 +362,7 @@ class JavaScript(Language):
         local = os.environ.get("ENVGEN_NODE_MODULES") or (
             str(view.repo / "node_modules") if (view.repo / "node_modules").is_dir() else "")
         if local and not vendored:
-            options["modules"].append(os.path.abspath(local))
+            options["modules"].append(os.path.realpath(local))
             notes.append("local backend: dependencies from " + ("ENVGEN_NODE_MODULES" if os.environ.get(
                 "ENVGEN_NODE_MODULES") else "the source checkout's node_modules"))
         build = tsc_build(pkg)

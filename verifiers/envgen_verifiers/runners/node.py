@@ -8,7 +8,9 @@ the describe blocks and the test's title, as vitest prints them), the same on ev
 - vitest: ``run`` with its built-in ``json`` reporter to a file, and the ``verbose`` one on the console;
 - mocha: each test file in a mocha process of its own (a file that does not load, an ESM import of a
   name that does not exist yet, stops only its own tests), with the kit's reporter
-  (``node_mocha_reporter.cjs``, outside the repository) writing every test's title path.
+  (``node_mocha_reporter.cjs``, outside the repository) writing every test's title path; a preload
+  (``node_mocha_spec.cjs``) makes each process load exactly its file and the canary, whatever ``spec``
+  the project's configuration adds (mocha would add it to the command line's).
 
 The runners come from the project's dependencies, never from the tree: ``options["modules"]`` lists
 where they were installed (the image's ``/opt/envgen/node/node_modules``, which the image also links at
@@ -36,6 +38,7 @@ IMAGE_MODULES = "/opt/envgen/node/node_modules"
 CANARY = "envgen_canary_"
 KIT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MOCHA_REPORTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_mocha_reporter.cjs")
+MOCHA_SPEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_mocha_spec.cjs")
 TREE_FILE = "envgen-tree.json"
 """Written in the report dir by ``commands``: the tree the reports' absolute paths are relative to."""
 
@@ -366,9 +369,10 @@ def _mocha_each(report_dir: str, mocha: str, args: list[str]) -> int:
     for i, f in enumerate(files or canary):
         out = os.path.join(report_dir, f"mocha-{i:04d}.json")
         run = [f] + (canary if files else [])
+        env = dict(os.environ, NODE_OPTIONS=f'--require "{MOCHA_SPEC}"', ENVGEN_MOCHA_SPEC=json.dumps(run))
         proc = subprocess.run(["node", mocha, "--reporter", MOCHA_REPORTER, "--reporter-option", f"output={out}",
                                "--no-color", "--exit", *run], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT)
+                              stderr=subprocess.STDOUT, env=env)
         text = proc.stdout.decode("utf-8", "replace")
         sys.stdout.write(f"envgen: mocha {' '.join(run)} (exit {proc.returncode})\n{text}")
         sys.stdout.flush()
