@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,11 @@ from envgen.errors import InputError
 from envgen.families.code.lang import RepoView
 from envgen.families.code.languages import detect_language
 from envgen.families.code.node import CHUNK, JavaScript, TypeScript, satisfies
-from envgen_verifiers import runners
-from envgen_verifiers.runners.node import parse_jest_verbose, parse_vitest_verbose
+from envgen.paths import bundled
+
+sys.path.insert(0, str(bundled("verifiers")))
+from envgen_verifiers import runners  # noqa: E402
+from envgen_verifiers.runners.node import parse_jest_verbose, parse_vitest_verbose  # noqa: E402
 
 REPORTS = Path(__file__).parent / "fixtures" / "reports" / "node"
 UNI = "ünïcödé — 日本語 ✓"
