@@ -12,7 +12,8 @@ Commits after the initial one, each a candidate:
 - fix-slugify: ``slugify`` did not lowercase nor collapse separators; the fix and a new test of it
   (FAIL_TO_PASS; the other tests of the file PASS_TO_PASS);
 - docs: README only (filtered: no test change);
-- count: a new module ``count`` and a new test file (its tests cannot load at the base: failing).
+- count (unless ``feature=False``): a new module ``count`` and a new test file (its tests cannot load at
+  the base: failing).
 
 The lockfile is npm's, made once per machine by ``npm install`` in a cache folder
 (``node_deps(flavor)``, outside /tmp: the local sandbox has a private /tmp), whose ``node_modules``
@@ -174,8 +175,9 @@ def _git(repo: Path, *args: str, date: str | None = None) -> str:
     return out.stdout.strip()
 
 
-def make_node_repo(path: str | Path, flavor: str = "jest") -> dict[str, str]:
-    """Build the repository; return {initial, fix, docs, count: commit id}."""
+def make_node_repo(path: str | Path, flavor: str = "jest", feature: bool = True) -> dict[str, str]:
+    """Build the repository; return {initial, fix, docs, count: commit id} (no ``count`` commit when
+    ``feature`` is false: one task less to validate)."""
     if flavor not in DEV_DEPS:
         raise ValueError(f"unknown flavor {flavor!r}; choose from {', '.join(DEV_DEPS)}")
     deps = node_deps(flavor)
@@ -218,6 +220,9 @@ def make_node_repo(path: str | Path, flavor: str = "jest") -> dict[str, str]:
     _git(repo, "commit", "-q", "-am", "docs: list the helpers the library exports in the README", date="2024-01-03T12:00:00+00:00")
     shas["docs"] = _git(repo, "rev-parse", "HEAD")
 
+    if not feature:
+        (repo / "node_modules").symlink_to(deps / "node_modules", target_is_directory=True)
+        return shas
     count = {"jest": COUNT_JS, "vitest": _esm(COUNT_JS), "tsc": _ts(COUNT_JS)}[flavor]
     (repo / f"src/count{ext}").write_text(count)
     (repo / count_test).write_text(_count_test(flavor), encoding="utf-8")

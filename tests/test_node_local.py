@@ -31,9 +31,9 @@ P2P = [("capitalize", "upper-cases the first letter"), ("truncate", "cuts long o
        ("truncate", "keeps short strings")]
 
 
-def _build(root, flavor, gate, limit=None):
-    shas = make_node_repo(root / flavor, flavor)
-    report = build_code(f"git:{root / flavor}", root / f"out-{flavor}", backend="local", gate=gate, limit=limit,
+def _build(root, flavor, gate, feature=True):
+    shas = make_node_repo(root / flavor, flavor, feature)
+    report = build_code(f"git:{root / flavor}", root / f"out-{flavor}", backend="local", gate=gate,
                         store=root / f"{flavor}.sqlite", log=lambda m: None)
     return shas, report
 
@@ -91,7 +91,7 @@ def test_jest_episode_in_the_local_sandbox(jest_built):
     ("tsc", "mocha", "test/text.test.js", "mocha-json"),
 ])
 def test_vitest_and_typescript_validate_and_judge_gold_and_empty(tmp_path, flavor, framework, test_file, source):
-    shas, report = _build(tmp_path, flavor, False, limit=1)  # the fix only
+    shas, report = _build(tmp_path, flavor, False, feature=False)  # the fix only
     assert report.kept == 1, report.rejections
     pack = load(tmp_path / f"out-{flavor}" / f"{flavor}-{shas['fix'][:12]}")
     task = pack.tasks[0]
