@@ -125,10 +125,21 @@ ATTACKS = {
 }
 
 
+RESTORED = {"edit-the-failing-test": TEST, "delete-the-test-file": TEST, "package-json-ignores-the-tests": "package.json",
+            "package-json-maps-expect-to-a-fake": "package.json", "jest-config-file-added": "jest.config.js",
+            "babel-config-rewrites-the-tests": "babel.config.js",
+            "fake-expect-in-node-modules": "node_modules/expect/build/index.js",
+            "background-process-rewrites-the-test": TEST}
+"""The file the verifier put back for each attack that edits test infrastructure."""
+
+
 @pytest.mark.parametrize("name", list(ATTACKS))
 def test_attack_scores_zero(sandbox, pack, name):
     verdict = _play(sandbox, pack, *ATTACKS[name])
     assert verdict["reward"] == 0.0, verdict
+    assert verdict["FAIL_TO_PASS"] == "0/1" and verdict["canary"] == "failed", verdict
+    if name in RESTORED:
+        assert verdict["restored"] == [RESTORED[name]], verdict
 
 
 def test_a_genuine_fix_that_also_edits_the_test_configuration_scores_one(sandbox, pack):
