@@ -20,7 +20,7 @@ import pytest
 from envgen.errors import InputError
 from envgen.families.code.lang import RepoView
 from envgen.families.code.languages import detect_language
-from envgen.families.code.node import CHUNK, JavaScript, TypeScript, satisfies
+from envgen.families.code.node import CHUNK, JavaScript, TypeScript, npmrc_settings, satisfies
 from envgen.paths import bundled
 
 sys.path.insert(0, str(bundled("verifiers")))
@@ -154,13 +154,16 @@ def test_recipe_installs_from_the_lockfile_without_the_projects_scripts(tmp_path
     view = _repo(tmp_path, {"package.json": _pkg(scripts={"test": "jest", "prepare": "husky install"},
                                                  jest={"setupFilesAfterEach": ["<rootDir>/test/setup-env.js"]}),
                             "package-lock.json": LOCK, "src/a.js": "", "test/setup-env.js": "",
-                            "src/a.test.js": ""})
+                            "src/a.test.js": "", ".npmrc": "legacy-peer-deps=true\n//reg.example/:_authToken=x\n"
+                                                           "@acme:registry=https://reg.example/\n"})
     lang = detect_language(view)
     assert isinstance(lang, JavaScript) and lang.name == "javascript"
     r = lang.recipe(view)
     assert (r.suite, r.toolchains, r.framework) == ("bookworm", ("node",), "jest")
-    assert [s.name for s in r.steps] == ["package.json", "package-lock.json", "install", "link", "check"]
-    assert "npm ci" in r.steps[2].run and "husky" not in " ".join(s.run for s in r.steps)
+    assert [s.name for s in r.steps] == ["package.json", "package-lock.json", ".npmrc", "install", "link", "check"]
+    assert any(".npmrc settings kept: legacy-peer-deps" == n for n in r.notes)
+    assert npmrc_settings(view.read(".npmrc")) == "legacy-peer-deps=true\n"  # no registry, no token
+    assert "npm ci" in r.steps[3].run and "husky" not in " ".join(s.run for s in r.steps)
     assert r.options["protect"] == ["test/setup-env.js"] and r.options["modules"][0] == "/opt/envgen/node/node_modules"
     assert lang.runnable_tests(["src/a.test.js", "src/a.js", "test/setup-env.js"], {"src/a.test.js", "src/a.js",
                                                                                   "test/setup-env.js"}, view) \
@@ -183,7 +186,7 @@ def test_typescript_with_a_tsc_build_in_the_test_script(tmp_path):
 @pytest.mark.parametrize("files,why", [
     ({"package.json": _pkg(engines={"node": ">=22"}), "package-lock.json": LOCK},
      "engines.node '>=22': no base image has a matching Node (Debian's nodejs: 12.22.12 (bullseye), "
-     "18.19.0 (bookworm), 20.19.2 (trixie))"),
+     "18.20.4 (bookworm), 20.19.2 (trixie))"),
     ({"package.json": _pkg(workspaces=["packages/*"]), "package-lock.json": LOCK}, "workspaces"),
     ({"package.json": _pkg()}, "no lockfile"),
     ({"package.json": _pkg(), "yarn.lock": "__metadata:\n  version: 6\n"}, "Yarn 2+"),

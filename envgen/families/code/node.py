@@ -9,7 +9,8 @@ Everything is read statically from the repository at the task's commit (``packag
   default suite when the project's ``engines.node`` allows its Node, else the newest that does; a range
   no suite's Node satisfies is rejected, saying which Node versions there are.
 - Dependencies (environment layer, shared by every task whose ``package.json`` and lockfile are the
-  same): both files are written to ``/opt/envgen/node`` (the project's own ``scripts`` removed from the
+  same): both files (and the ``.npmrc`` settings that change how npm installs, such as
+  ``legacy-peer-deps``; never its registries or credentials) are written to ``/opt/envgen/node`` (the project's own ``scripts`` removed from the
   copy: they need the sources, which the environment layer does not have) and installed from the
   lockfile (``npm ci``, ``yarn install --frozen-lockfile``, ``pnpm install --frozen-lockfile``); the
   folder is linked at ``/node_modules``, where Node finds it from the episode's tree at /work/repo. The
@@ -42,8 +43,9 @@ from .lang import Language, Recipe, RepoView, Step
 
 NODE_DIR = "/opt/envgen/node"
 IMAGE_MODULES = f"{NODE_DIR}/node_modules"
-NODE_VERSIONS = {"bullseye": "12.22.12", "bookworm": "18.19.0", "trixie": "20.19.2"}
-"""Debian's ``nodejs`` in each base image suite (buster's is too old for any supported test runner)."""
+NODE_VERSIONS = {"bullseye": "12.22.12", "bookworm": "18.20.4", "trixie": "20.19.2"}
+"""Debian's ``nodejs`` in each base image suite, with its security updates (buster's is too old for any
+supported test runner)."""
 YARN_CLASSIC = "yarn@1.22.22"
 PNPM_BY_LOCKFILE = {"5": "pnpm@7", "6": "pnpm@8", "7": "pnpm@9", "9": "pnpm@9"}
 """The pnpm major that writes each ``lockfileVersion`` (the lockfile's major)."""
@@ -250,6 +252,22 @@ def _write_steps(name: str, data: bytes) -> list[Step]:
     return steps
 
 
+def npmrc_settings(text: str) -> str:
+    """The project's ``.npmrc`` without what names a registry or holds credentials (the registry is the
+    machine's; tokens would be written into an image): ``legacy-peer-deps``, ``engine-strict`` and the like."""
+    keep = []
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith(("#", ";")) or "=" not in s:
+            continue
+        key = s.split("=", 1)[0].strip().lower()
+        if "registry" in key or key.startswith(("//", "_", "@")) or "auth" in key or "token" in key \
+                or "password" in key or "cert" in key or "proxy" in key or "${" in s:
+            continue
+        keep.append(s)
+    return "\n".join(keep) + "\n" if keep else ""
+
+
 def config_paths(view: RepoView, pkg: dict) -> list[str]:
     """Repository files the test configuration names (setup files, environments, resolvers, reporters):
     every string of ``package.json``'s ``jest``/``mocha`` keys and every quoted string of the runners'
@@ -338,6 +356,10 @@ class JavaScript(Language):
             copy.setdefault("name", "envgen-deps")
             steps += _write_steps("package.json", (json.dumps(copy, indent=2, sort_keys=True) + "\n").encode())
             steps += _write_steps(lockfile.rsplit("/", 1)[-1], (view.read(lockfile) or "").encode())
+            npmrc = npmrc_settings(view.read(".npmrc") or "")
+            if npmrc:
+                steps += _write_steps(".npmrc", npmrc.encode())
+                notes.append(".npmrc settings kept: " + ", ".join(ln.split("=", 1)[0].strip() for ln in npmrc.splitlines()))
             quiet = " --no-audit --no-fund --loglevel=error"
             if manager == "npm":
                 install = f"cd {NODE_DIR} && npm ci{quiet}{reg_arg}"
