@@ -249,7 +249,7 @@ class NodeRunner(Runner):
 
     def env(self, env: dict, tree: str, options: dict) -> dict:
         env = dict(env)
-        env.update({"CI": "true", "FORCE_COLOR": "0", "NODE_ENV": "test", "TZ": "UTC"})
+        env.update({"CI": "true", "FORCE_COLOR": "0", "TZ": "UTC"})  # jest and vitest set NODE_ENV themselves
         return env
 
 
