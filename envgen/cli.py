@@ -559,13 +559,15 @@ def families(as_json: bool = JsonOpt):
 def export_swebench_cmd(
     pack: Path = typer.Argument(..., help="A code pack, or a `envgen build code` output folder."),
     out_file: Optional[Path] = typer.Option(None, "--out", "-o", help="JSONL file to write (default: stdout)."),
+    fmt: str = typer.Option("swebench", "--format", help="Row format: swebench (instance_id, patch, FAIL_TO_PASS, "
+                            "...) or multi-swe-bench (org, repo, number, fix_patch, f2p_tests, ...)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document: the file written and the instance "
                                  "ids, or (without --out) the instances themselves."),
 ):
-    """Write code packs back as SWE-bench JSONL (instance_id, patch, test_patch, FAIL_TO_PASS, ...)."""
+    """Write code packs back as SWE-bench or Multi-SWE-bench JSONL."""
     from .families.code import export_swebench
 
-    rows = export_swebench(pack, out_file)
+    rows = export_swebench(pack, out_file, format=fmt)
     if as_json:
         _emit_json({"out": str(out_file) if out_file else None, "instances": len(rows),
                     "instance_ids": [r["instance_id"] for r in rows], **({} if out_file else {"rows": rows})})

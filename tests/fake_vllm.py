@@ -351,3 +351,30 @@ def fake_vllm_module(*, routing_flag: bool = True, returns_routing: bool = True,
     module.sampling_params.SamplingParams = SamplingParams
     module.sampling_params.StructuredOutputsParams = StructuredOutputsParams
     return module
+
+
+# ---------------------------------------------------------------- what both vLLM test modules train on
+
+SMALL = dict(use_cpu=True, bf16=False, report_to="none", save_strategy="no", per_device_train_batch_size=4,
+             num_generations=4, steps_per_generation=1, max_completion_length=12, mask_truncated_completions=False,
+             logging_steps=1)
+"""GRPOConfig settings for a CPU step of 4 rollouts of up to 12 tokens."""
+ROWS = [{"prompt": [{"role": "user", "content": "keys and values"}]}] * 4
+
+
+def tiny_tokenizer():
+    """A Qwen3-templated BPE tokenizer trained offline on a one-line corpus."""
+    from envgen.rl.templates import install_template
+    from envgen.rl.tiny import train_tokenizer
+
+    return install_template(train_tokenizer(
+        ["keys and values, tools and answers, a small corpus for a small model " * 8], "qwen3", vocab_size=200), "qwen3")
+
+
+def save_tiny_moe(dest, tok):
+    """A random-init tiny Qwen3-MoE policy (and its tokenizer) saved at ``dest``; returns ``dest``."""
+    from envgen.rl.tiny import tiny_model
+
+    tiny_model(tok, "qwen3_moe", seed=1, hidden_size=32, layers=2).save_pretrained(dest)
+    tok.save_pretrained(dest)
+    return dest

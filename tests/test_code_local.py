@@ -132,6 +132,43 @@ def test_swebench_file_round_trips(built, tmp_path):
         assert again[r["instance_id"]]["patch"] == r["patch"]
 
 
+def test_multi_swe_bench_file_round_trips_and_names_the_language(built, tmp_path):
+    """Multi-SWE-bench rows (org/repo/number, base.sha, fix_patch, resolved_issues, f2p/p2p test maps) export
+    from the validated packs, import back through `swebench:FILE`, and validate to the same lists; a row in a
+    language envgen does not support is rejected with the reason, the others still build."""
+    root, shas, _ = built
+    rows = export_swebench(root / "out", tmp_path / "msb.jsonl", format="multi-swe-bench")
+    fix = next(r for r in rows if r["instance_id"].endswith(shas["fix"][:12]))
+    assert (fix["org"], fix["lang"], fix["base"]["sha"]) == ("calc", "python", shas["initial"])
+    assert fix["f2p_tests"] == {"tests/test_core.py::test_subtract": {"run": "FAIL", "test": "FAIL", "fix": "PASS"}}
+    assert set(fix["p2p_tests"]) == {"tests/test_core.py::test_add", "tests/test_core.py::test_divide",
+                                     "tests/test_core.py::test_multiply_int"}
+    assert fix["fix_patch_result"]["passed_count"] == 4 and fix["fix_patch"].startswith("diff --git a/src/calc/")
+    # the Arrow (columnar) shape of the test maps and issues, as `datasets` hands them out, reads the same
+    columnar = dict(fix, instance_id="calc__calc-columnar",
+                    p2p_tests={"name": list(fix["p2p_tests"]), "run": ["PASS"] * 3, "test": ["PASS"] * 3,
+                               "fix": ["PASS"] * 3},
+                    resolved_issues={"number": [7], "title": ["subtract is wrong"], "body": ["2 - 1 gives -1"]})
+    rust = dict(fix, instance_id="calc__calc-rust", lang="rust")
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in [*rows, columnar, rust]))
+    imported = {r["instance_id"]: r for r in read_swebench(src)}
+    assert imported["calc__calc-columnar"]["PASS_TO_PASS"] == sorted(fix["p2p_tests"])
+    assert imported["calc__calc-columnar"]["problem_statement"] == "subtract is wrong\n\n2 - 1 gives -1"
+    assert imported["calc__calc-columnar"]["repo"] == "calc/calc" and imported["calc__calc-rust"]["language"] == "rust"
+    report = build_code(f"swebench:{src}", tmp_path / "again", repo_path=root / "calc", backend="local", gate=False,
+                        store=tmp_path / "s.sqlite", log=lambda m: None)
+    assert report.kept == 3, report.rejections
+    (rej,) = report.rejections
+    assert rej["task"] == "calc__calc-rust" and rej["reason"].startswith("language 'rust' is not supported")
+    again = {r["instance_id"]: r for r in export_swebench(tmp_path / "again", format="multi-swe-bench")}
+    for r in rows:
+        assert again[r["instance_id"]]["f2p_tests"] == r["f2p_tests"]
+        assert again[r["instance_id"]]["p2p_tests"] == r["p2p_tests"]
+        assert again[r["instance_id"]]["fix_patch"] == r["fix_patch"]
+        assert again[r["instance_id"]]["number"] == r["number"]
+
+
 def test_a_gold_patch_that_does_not_apply_is_rejected_with_gits_reason(built, tmp_path):
     root, shas, _ = built
     row = next(r for r in export_swebench(root / "out") if r["instance_id"].endswith(shas["fix"][:12]))

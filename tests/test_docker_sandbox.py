@@ -75,7 +75,8 @@ def test_reference_scores_one_and_hidden_is_never_visible_to_the_agent(sbx, dock
         for c in task.reference.calls:
             assert ep.call(c.tool, dict(c.args)).ok
         assert ep.finish(task.reference.answer).reward == 1.0
-        assert not (sbx.box.iodir / "hidden").exists(), "hidden/ is removed right after verification"
+        sbx.box.settle()  # the verify's clean-up runs after the verdict returns, before the box's next use
+        assert not (sbx.box.iodir / "hidden").exists(), "hidden/ is removed before the next runtime starts"
     sbx.reset()
     assert json.loads(sbx.call("find_file", {"name": "verify.py"}).content) == []
     empty = Episode(sbx, docker_tiny_pack.tasks[0])

@@ -89,7 +89,9 @@ def test_hidden_only_during_verify(tiny_pack, sbx):
     task = tiny_pack.tasks[0]
     ep = replay(sbx, task, task.reference.calls, task.reference.answer)
     assert ep.verdict.reward == 1.0
+    sbx.box.settle()  # the verify's clean-up (unstage, then the next runtime) runs after the verdict returns
     assert not (sbx.box.iodir / "hidden").exists()
+    assert sbx.box.fresh and sbx.box.chan is not None  # the next episode's runtime started after hidden/ went
 
 
 def test_close_kills_process_group_and_removes_files(tiny_pack):

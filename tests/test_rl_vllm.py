@@ -18,36 +18,21 @@ import pytest
 torch = pytest.importorskip("torch", reason="the rl extra (torch) is not installed")
 pytest.importorskip("trl", reason="the rl extra (trl) is not installed")
 
-from fake_vllm import FakeVLLM  # noqa: E402
+from fake_vllm import ROWS, SMALL, FakeVLLM, save_tiny_moe, tiny_tokenizer  # noqa: E402
 
 from envgen.errors import InputError  # noqa: E402
 from envgen.rl import deepseek_v32_config  # noqa: E402
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-SMALL = dict(use_cpu=True, bf16=False, report_to="none", save_strategy="no", per_device_train_batch_size=4,
-             num_generations=4, steps_per_generation=1, max_completion_length=12, mask_truncated_completions=False,
-             logging_steps=1)
-ROWS = [{"prompt": [{"role": "user", "content": "keys and values"}]}] * 4
-
-
 @pytest.fixture(scope="module")
 def tok():
-    from envgen.rl.templates import install_template
-    from envgen.rl.tiny import train_tokenizer
-
-    return install_template(train_tokenizer(
-        ["keys and values, tools and answers, a small corpus for a small model " * 8], "qwen3", vocab_size=200), "qwen3")
+    return tiny_tokenizer()
 
 
 @pytest.fixture
 def policy_dir(tmp_path, tok):
-    from envgen.rl.tiny import tiny_model
-
-    model = tiny_model(tok, "qwen3_moe", seed=1, hidden_size=32, layers=2)
-    model.save_pretrained(tmp_path / "policy")
-    tok.save_pretrained(tmp_path / "policy")
-    return tmp_path / "policy"
+    return save_tiny_moe(tmp_path / "policy", tok)
 
 
 @pytest.fixture

@@ -108,6 +108,20 @@ class LLMPipeline:
 
     # -- stages
 
+    @staticmethod
+    def until_accepted(agent: Agent, msg: str, box: Any, tool: str, fields: str) -> Any:
+        """Send ``msg``, then nudge the agent while it answers without an accepted submission, at most
+        ``box.budget`` times (``box``: accepted, submissions, budget, last_reason). The last response."""
+        nudges = 0
+        while True:
+            res = agent.send(msg)
+            if box.accepted is not None or res.outcome != "answered" or box.submissions >= box.budget \
+                    or nudges >= box.budget:
+                return res
+            nudges += 1
+            why = f" (the last submission was rejected for: {box.last_reason})" if box.submissions else ""
+            msg = f"You have not handed in an accepted {tool.split('_', 1)[1]} yet. Call {tool} with {fields}{why}."
+
     def run_stage(self, key: str, body: Callable[..., Any], *args: Any, error: type[EnvgenError], stopped: str,
                   kept: str) -> bool:
         """Run ``body(*args)`` as stage ``key``, unless the store has it done; whether it ran.

@@ -200,6 +200,8 @@ class Sandbox(ABC):
         pristine work dir. After a verify the fresh runtime was started then, so this costs a hello and
         the runtime's reset (restoring the work dir from env/); otherwise one fork (~10 ms)."""
         box = self.box
+        if box is not None:
+            box.settle()  # a verify's clean-up may still be starting the fresh runtime
         if self._dirty and box is not None and not box.dead and not box.fresh:  # (after a verify it is fresh)
             try:
                 self.strays_killed += box.prespawn()

@@ -23,7 +23,7 @@ supervised.py). When this process dies its FIFO ends close, the supervisor kills
 container (started with auto-remove) disappears; `gc()` sweeps whatever is left after a daemon restart.
 
 Containment defaults: no network unless the pack's limits ask for it; read-only root with tmpfs /work
-and /tmp; a private IPC namespace and /dev/shm; memory (no swap), CPU and pids limits; all capabilities
+and /tmp (/tmp allows executing files: compiled languages run their test binaries from there); a private IPC namespace and /dev/shm; memory (no swap), CPU and pids limits; all capabilities
 dropped except the supervisor's SETUID/SETGID/KILL; no-new-privileges; `hidden/` appears (at
 /run/envgen/hidden) only while the verifier process runs, after every process of the episode is killed.
 The io root on the host is private to its user (0700, refused otherwise).
@@ -164,7 +164,7 @@ class Spec:
             ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0),
                      docker.types.Ulimit(name="nofile", soft=1024, hard=1024)],
             tmpfs={WORK: f"rw,nosuid,nodev,size={work_mb}m,uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755",
-                   TMP: f"rw,nosuid,nodev,size={tmp_mb}m,mode=1777"},
+                   TMP: f"rw,exec,nosuid,nodev,size={tmp_mb}m,mode=1777"},
             mounts=[docker.types.Mount(target=IO, source=str(iodir), type="bind", read_only=False)],
             log_config=docker.types.LogConfig(type="none"),
             labels={LABEL: "1", "envgen.pack": self.pack, "envgen.io": str(iodir), **OWNER_LABELS},
@@ -224,6 +224,7 @@ class Box(Supervised):
 
     def destroy(self) -> None:
         """Remove the container and its io dir (idempotent). In a forked child: only drop the fds."""
+        self.settle()
         self.dead = True
         mine = self.owner == os.getpid()
         try:

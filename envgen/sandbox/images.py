@@ -118,7 +118,7 @@ TOOLCHAINS: dict[str, tuple[str, ...]] = {
     "go": ("golang-go",),
     "jdk": ("default-jdk-headless", "maven"),
     "gcc": ("gcc", "g++", "make", "cmake", "libc6-dev"),
-    "php": ("php-cli", "php-xml", "php-mbstring", "composer"),
+    "php": ("php-cli", "php-xml", "php-mbstring", "composer", "phpunit"),
     "python": ("python3-venv", "python3-pytest"),
 }
 FAMILY_PACKAGES: dict[str, tuple[str, ...]] = {

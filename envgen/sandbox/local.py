@@ -197,6 +197,7 @@ class LocalBox(Supervised):
 
     def destroy(self) -> None:
         """Stop the supervisor (it kills every process of the sandbox) and remove the sandbox dir."""
+        self.settle()
         self.dead = True
         if self.chan is not None:
             self.chan.close()

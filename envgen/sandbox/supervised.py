@@ -8,7 +8,9 @@ process in its own namespaces) and what the io dir is called inside.
 Verification (`verify`): every process of the episode is killed (the runtime itself included), then
 `hidden/` is staged, then a fresh verifier process is forked from the supervisor (which never imports
 tool code); its reply is read from its own new FIFO, so nothing else can write it; then it is killed,
-`hidden/` removed, and a fresh runtime spawned for the next episode.
+`hidden/` removed, and a fresh runtime spawned for the next episode. That clean-up runs on a thread after
+the verdict is returned (off the trainer's critical path: RL scores a batch of rollouts and only then uses
+the sandboxes again); every other use of the box waits for it first (``settle``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import errno
 import itertools
 import os
 import shutil
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -130,7 +133,17 @@ class Supervised:
         self._gen = 0
         self._ids = itertools.count(1)
         self.owner = os.getpid()
+        self._after: threading.Thread | None = None
+        """The clean-up a verify left running (see ``verify``)."""
         _live.add(self)
+
+    def settle(self) -> None:
+        """Wait for the clean-up the last verify left running; every use of the box starts here, so the box
+        is only ever used by one thread at a time."""
+        after = self._after
+        if after is not None and after is not threading.current_thread():
+            after.join()
+            self._after = None
 
     def destroy(self) -> None:
         """Stop the supervisor and remove what it used (idempotent). In a forked child: only drop the fds."""
@@ -139,6 +152,7 @@ class Supervised:
     # -- the supervisor
 
     def request(self, req: dict, timeout: float = CTL_TIMEOUT_S) -> dict:
+        self.settle()
         if self.dead:
             raise SandboxError(f"{self.name}: the sandbox is gone")
         req["id"] = next(self._ids)
@@ -203,6 +217,7 @@ class Supervised:
     def runtime(self) -> Channel:
         """A channel to a runtime whose ready line is unread: the one spawned ahead (a new episode's), or a
         new one that keeps the work dir as it is (a restart mid-episode)."""
+        self.settle()
         if self.chan is not None and self.fresh:
             self.fresh = False
             return self.chan
@@ -212,6 +227,7 @@ class Supervised:
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> bool:
         """Wait until the spawned-ahead runtime has written its ready line (left unread for its user)."""
+        self.settle()
         if self.chan is None or not self.fresh:
             return False
         return bool(self.chan._poll.poll(timeout * 1000))
@@ -228,6 +244,7 @@ class Supervised:
     def stop_runtime(self) -> int:
         """Kill the runtime and every other process of the sandbox; return how many were not the runtime
         (what the tools left behind). Never raises."""
+        self.settle()
         chan, self.chan, self.fresh, self.runtime_pid = self.chan, None, False, None
         if chan is not None:
             chan.close()
@@ -251,6 +268,7 @@ class Supervised:
         """Link (or copy) hidden/ into the io dir; return its path as the verifier sees it. `src` is the
         sandbox's prepared copy (see Sandbox._hidden_source): its modes already make it readable and
         unwritable for the verifier's user, and links share them."""
+        self.settle()
         dest = self.iodir / "hidden"
         shutil.rmtree(dest, ignore_errors=True)
         if src is None or not src.is_dir():
@@ -259,13 +277,15 @@ class Supervised:
         return f"{self.guest_io}/hidden"
 
     def unstage_hidden(self) -> None:
+        self.settle()
         shutil.rmtree(self.iodir / "hidden", ignore_errors=True)
 
     def verify(self, request: dict[str, Any], hidden_src: Path | None, timeout: float) -> tuple[dict, int]:
         """Judge a finished episode in a fresh process; return (the verifier's reply, strays killed first).
 
         Never raises for the verifier's own failure (a crash, a timeout, an oversized reply): those come
-        back as an error reply. The runtime is gone afterwards; a fresh one is spawned ahead."""
+        back as an error reply. The runtime is gone afterwards; a fresh one is spawned ahead, on a thread
+        that the box's next use waits for (``settle``)."""
         killed = self.stop_runtime()
         if self.dead:
             raise SandboxError(f"{self.name}: the sandbox is gone")
@@ -282,18 +302,27 @@ class Supervised:
                 reply = {"ok": False, "error": {"type": "crashed", "message": f"the verifier process failed: {e}"}}
             finally:
                 chan.close()
-        finally:
-            self.stop_runtime()
-            self.unstage_hidden()
-        try:  # nothing of the episode is left: empty the scratch space and start the next runtime now
+        except BaseException:
+            self._after_verify()
+            raise
+        self._after = threading.Thread(target=self._after_verify, name=f"{self.name}-after-verify", daemon=True)
+        self._after.start()
+        return reply, killed
+
+    def _after_verify(self) -> None:
+        """Nothing of the episode is left: the verifier and its strays killed, hidden/ gone, the scratch space
+        emptied, and the next runtime started now (restoring the work dir). Never raises."""
+        self.stop_runtime()
+        self.unstage_hidden()
+        try:
             self.wipe_scratch()
             self.chan, self.fresh = self._spawn("runtime", self.runtime_max_line, ("--restore",)), True
-        except SandboxError:
+        except (SandboxError, OSError):
             pass  # the next reset starts one (or replaces a dead sandbox)
-        return reply, killed
 
     def recycle(self) -> None:
         """Back to pristine for another sandbox: no processes, empty work and scratch dirs, a fresh runtime."""
+        self.settle()
         self.unstage_hidden()
         self.stop_runtime()
         self.wipe(self.work, *self.scratch, ipc=self.ipc)

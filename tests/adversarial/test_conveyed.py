@@ -24,6 +24,9 @@ from envgen_verifiers import verify as kit_verify  # noqa: E402
 AMOUNT = {"kind": "said", "args": {"facts": [54.2]}}
 AMOUNT_KNOWN = {"kind": "said", "args": {"facts": [{"expected": 54.2, "candidates": [12.5, 54.2, 99.0]}]}}
 CITY = {"kind": "said", "args": {"facts": [{"expected": "Lisbon", "aliases": ["Lisboa"]}]}}
+REFUSED = {"kind": "said", "args": {"facts": [{"expected": "could not verify", "aliases": [
+    "couldn't verify", "unable to verify", "verification failed"]}]}}
+"""A negative fact (the customer-service identity refusal): the negation belongs to the fact."""
 
 
 def said(spec: dict, *texts: str) -> dict:
@@ -52,6 +55,16 @@ def said(spec: dict, *texts: str) -> dict:
     (AMOUNT_KNOWN, "Refunded: $12.50 goes back to your card.\nRefunded: $54.20 goes back to your card."),
     (AMOUNT, "Your refund is $108.40. Your refund is $54.20."),
     (CITY, "It ships from Porto.\nIt ships from Lisbon."),
+    # the fact named only to deny it (a grader that looks for the value alone would pay)
+    (AMOUNT, "The refund is not $54.20."),
+    (AMOUNT, "I can't confirm a refund of $54.20 yet."),
+    (AMOUNT, "I cant confirm a refund of $54.20 yet."),
+    (AMOUNT, "$54.20 is never what you will get back."),
+    (AMOUNT, "Your refund won't be 54.20 dollars."),
+    (CITY, "It does not ship from Lisbon."),
+    (CITY, "Lisbon is not where it ships from."),
+    (REFUSED, "I have verified your identity."),
+    (REFUSED, "I could verify your identity."),
 ])
 def test_hedged_or_enumerated_claims_are_not_said(spec, text):
     out = said(spec, text)
@@ -68,6 +81,15 @@ def test_hedged_or_enumerated_claims_are_not_said(spec, text):
     (AMOUNT_KNOWN, ["Order O-2 cost $12.50 and is past the window. Order O-1 is refunded: $54.20."]),
     (CITY, ["Your parcel ships from Lisboa, which is our main warehouse."]),
     (CITY, ["Do you want it shipped or collected? It leaves from Lisbon today."]),
+    (AMOUNT, ["No, your refund is $54.20."]),
+    (AMOUNT, ["Order no. 4512 is refunded: $54.20 back to your card."]),
+    (AMOUNT, ["Nothing else is due; your refund is $54.20."]),
+    (AMOUNT, ["The amount of your payment sent back is $54.20."]),
+    (CITY, ["The parcel went to our front desk and ships from Lisbon."]),
+    (AMOUNT, ["Your refund is $54.20 - not the full price, as the shipping is kept."]),
+    (CITY, ["It can't ship today, but it leaves from Lisbon tomorrow."]),
+    (REFUSED, ["I'm sorry, but I could not verify your identity: no account has that email."]),
+    (REFUSED, ["I was unable to verify your identity, so I can't look up orders."]),
 ])
 def test_committed_statements_are_said(spec, texts):
     out = said(spec, *texts)

@@ -15,7 +15,10 @@ sentence with the line that introduces it) that holds the fact, these score noth
 - an enumeration: the value next to another of its type, separated only by a comma, "and", "&", a
   slash or a new list item ("54.20, 99.00", "Lisbon and Porto", "- 12.50\\n- 54.20");
 - another sentence of the same message that hedges with a value of the fact's type ("Or maybe $99."), or
-  says the same thing with another value ("Refunded: $12.50." then "Refunded: $54.20.": two answers).
+  says the same thing with another value ("Refunded: $12.50." then "Refunded: $54.20.": two answers);
+- a negation in the clause that holds the value ("The refund is not $54.20", "I can't confirm 54.20",
+  "54.20 isn't right"); a clause ends at a comma, semicolon, colon, dash, bracket or line break, so
+  "No, your refund is $54.20" and "- refunded $54.20\n- not touched" still count.
 
 args::
 
@@ -38,6 +41,12 @@ _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d{1,3}[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[!?])\s+|(?<=[^\d\s.][.])\s+|(?<=\d[.])\s+(?=[A-Z])")
 _SEP = r"(?:\s*(?:[,;/&+]|\band\b|\bund\b|\bet\b|\bor\b)\s*|\s*\n\s*(?:[-*\u2022]|\d{1,3}[.)])\s+)"
 _CURRENCY = r"[$\u20ac\u00a3\u00a5#]?"
+_NEGATION = re.compile(r"\b(?:not|never|neither|nor|cannot|none|nothing|nicht|kein\w*|nie|niemals|pas|jamais|nunca|"
+                       r"no(?![.#\s]*\d)|(?:ca|do|wo|is|are|was|were|does|did|has|have|had|could|should|would|"
+                       r"must|need|ai)n['\u2019]?t)\b|\w+n['\u2019]t\b", re.I)
+"""Negations ("no" but not "no. 12" / "No 4512", an order number); contractions with or without their
+apostrophe (exact matching reads text without apostrophes), never a word that merely ends in "nt"."""
+_CLAUSE_END = re.compile(r"[,;:()\[\]\n\u2013\u2014]|\s-\s|\bbut\b|\baber\b|\bmais\b|\bpero\b", re.I)
 
 
 def _fact(raw, i: int) -> dict:
@@ -95,6 +104,15 @@ def _hedged(text: str, skip: list[tuple[int, int]]) -> str:
     if re.search(r"[^\s\d]\s*[/|]\s*[^\s\d]", outside):
         found.append("/")
     return ", ".join(found)
+
+
+def _negated(text: str, span: tuple[int, int]) -> bool:
+    """Whether the clause around the value at ``span`` holds a negation."""
+    a, b = span
+    starts = [m.end() for m in _CLAUSE_END.finditer(text, 0, a)]
+    end = _CLAUSE_END.search(text, b)
+    clause = text[starts[-1] if starts else 0:a] + " " + text[b:end.start() if end else len(text)]
+    return _NEGATION.search(clause) is not None
 
 
 # ------------------------------------------------------------------ locating a value
@@ -206,6 +224,9 @@ def conveyed(fact: dict, text: str) -> tuple[bool, str]:
             continue
         if any(_enumerated(fact, canon, s) for s in spans):
             hit_reason = "stated as one item of a list of values"
+            continue
+        if all(_negated(canon, s) for s in spans):
+            hit_reason = "stated with a negation"
             continue
         # the rest of the message must not take it back ("Or maybe $99.") or say it again with another value
         taken_back = ""

@@ -273,7 +273,7 @@ def run_matrix_docker(image: str, *, base: str, framework: str, files: list[str]
             network_mode="none", read_only=True, working_dir="/work", pids_limit=1024,
             mem_limit=f"{memory_mb}m", memswap_limit=f"{memory_mb}m", nano_cpus=int(cpus * 1e9),
             tmpfs={"/work": f"rw,nosuid,nodev,size={work_mb}m,uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755",
-                   "/tmp": f"rw,nosuid,nodev,size={max(128, memory_mb // 4)}m,mode=1777"},
+                   "/tmp": f"rw,exec,nosuid,nodev,size={max(128, memory_mb // 4)}m,mode=1777"},
             mounts=[docker.types.Mount(target=SPEC_DIR, source=str(tmp), type="bind", read_only=True)],
             environment={"TZ": "UTC", "PYTHONHASHSEED": "0", "HOME": "/tmp", "LANG": "C.UTF-8"},
             labels={LABEL: "1", "envgen.validate": "1", **OWNER_LABELS}, log_config=docker.types.LogConfig(type="json-file"))

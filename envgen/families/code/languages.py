@@ -7,13 +7,15 @@ registry imports the languages: no cycle.
 from __future__ import annotations
 
 from ...errors import InputError
+from .golang import Go
 from .lang import Language, RepoView
 from .node import JavaScript, TypeScript
+from .php import PHP
 from .python import Python
 
 
 def languages() -> dict[str, Language]:
-    return {lang.name: lang for lang in (Python(), JavaScript(), TypeScript())}
+    return {lang.name: lang for lang in (Python(), Go(), PHP(), JavaScript(), TypeScript())}
 
 
 def get_language(name: str) -> Language:

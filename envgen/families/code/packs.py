@@ -189,14 +189,73 @@ def swebench_row(pack: Pack, task: Task, *, lists_as_strings: bool = True) -> di
         "FAIL_TO_PASS": json.dumps(f2p) if lists_as_strings else f2p,
         "PASS_TO_PASS": json.dumps(p2p) if lists_as_strings else p2p,
     }
+    if meta.get("language") not in (None, "python"):
+        row["language"] = meta["language"]
     for k, v in (meta.get("extra") or {}).items():
         row.setdefault(k, v)
     return row
 
 
-def export_swebench(path: str | Path, out: str | Path | None = None, *, lists_as_strings: bool = True) -> list[dict]:
-    """SWE-bench JSONL rows of a code pack (or a folder of them); written to ``out`` when given."""
-    rows = [swebench_row(p, t, lists_as_strings=lists_as_strings) for p in code_packs(path) for t in p.tasks]
+MULTI_SWE_DERIVED = frozenset({"f2p_tests", "p2p_tests", "n2p_tests", "s2p_tests", "fixed_tests", "run_result",
+                               "test_patch_result", "fix_patch_result", "FAIL_TO_PASS", "PASS_TO_PASS", "patch"})
+"""Fields an export recomputes from the validated task instead of copying from the imported row."""
+FORMATS = ("swebench", "multi-swe-bench")
+
+
+def _result(passed: list[str], failed: list[str]) -> dict[str, Any]:
+    return {"passed_count": len(passed), "failed_count": len(failed), "skipped_count": 0,
+            "passed_tests": passed, "failed_tests": failed, "skipped_tests": []}
+
+
+def multi_swe_row(pack: Pack, task: Task) -> dict[str, Any]:
+    """One Multi-SWE-bench instance from a code task (the fields its harness's ``Dataset`` reads).
+
+    The test maps come from validation: ``f2p_tests`` failed with the test patch and pass with the fix,
+    ``p2p_tests`` pass in both. envgen never runs the base without the test patch, so ``run_result`` and
+    each test's ``run`` repeat the test-patch run. A task imported from Multi-SWE-bench gets its original
+    fields back (title, body, resolved_issues, ...), with the validated lists."""
+    sweb = swebench_row(pack, task, lists_as_strings=False)
+    meta = task.meta
+    extra = dict(meta.get("extra") or {})
+    ids = (meta.get("swebench") or {}).get("multi_swe_bench") or {}
+    owner, _, name = sweb["repo"].partition("/")
+    f2p, p2p = sweb["FAIL_TO_PASS"], sweb["PASS_TO_PASS"]
+    number = ids.get("number", meta.get("pull_number") or meta.get("issue") or 0)
+    title, _, body = sweb["problem_statement"].partition("\n")
+    row = {
+        "org": ids.get("org", owner), "repo": ids.get("repo", name or owner), "number": number,
+        "state": "closed", "title": extra.get("title", meta.get("title") or title.strip()),
+        "body": extra.get("body", body.strip()),
+        "base": extra.get("base") or {"label": f"{owner}:{sweb['base_commit'][:12]}", "ref": sweb["base_commit"],
+                                      "sha": sweb["base_commit"]},
+        "resolved_issues": extra.get("resolved_issues") or [{"number": meta.get("issue") or number,
+                                                             "title": title.strip(), "body": body.strip()}],
+        "fix_patch": sweb["patch"], "test_patch": sweb["test_patch"],
+        "fixed_tests": {t: {"run": s, "test": s, "fix": "PASS"} for t, s in
+                        [*((t, "FAIL") for t in f2p), *((t, "PASS") for t in p2p)]},
+        "p2p_tests": {t: {"run": "PASS", "test": "PASS", "fix": "PASS"} for t in p2p},
+        "f2p_tests": {t: {"run": "FAIL", "test": "FAIL", "fix": "PASS"} for t in f2p},
+        "s2p_tests": {}, "n2p_tests": {},
+        "run_result": _result(p2p, f2p), "test_patch_result": _result(p2p, f2p),
+        "fix_patch_result": _result(sorted(f2p + p2p), []),
+        "instance_id": sweb["instance_id"], "lang": meta.get("language") or "python",
+    }
+    for k, v in extra.items():
+        if k not in MULTI_SWE_DERIVED:
+            row.setdefault(k, v)
+    return row
+
+
+def export_swebench(path: str | Path, out: str | Path | None = None, *, lists_as_strings: bool = True,
+                    format: str = "swebench") -> list[dict]:
+    """SWE-bench (or Multi-SWE-bench, ``format``) JSONL rows of a code pack (or a folder of them); written to
+    ``out`` when given."""
+    if format not in FORMATS:
+        raise InputError(f"unknown export format {format!r}; use {' or '.join(FORMATS)}")
+    if format == "multi-swe-bench":
+        rows = [multi_swe_row(p, t) for p in code_packs(path) for t in p.tasks]
+    else:
+        rows = [swebench_row(p, t, lists_as_strings=lists_as_strings) for p in code_packs(path) for t in p.tasks]
     if out is not None:
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)

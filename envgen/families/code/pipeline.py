@@ -28,7 +28,7 @@ from ...store import Store
 from .candidates import Filters, Rejection, make_candidate, reason_group, swebench_filters
 from .repo_image import build_environment, build_task_image, layer_sharing
 from .lang import Language, Recipe, RepoView
-from .languages import detect_language, get_language
+from .languages import detect_language, get_language, languages
 from .packs import files_after, finalize, slug, stage_pack
 from .python import python_suite
 from .sources import GitHub, has_commit, open_source
@@ -223,6 +223,12 @@ def _plan(raw, lang_fixed, flt, stages: dict[str, float], python: str | None = N
     is set up, worked out before anything runs (cheap: git reads), so the resume key can name the recipe."""
     t0 = time.perf_counter()
     lang = lang_fixed
+    named = raw.meta.get("language") if lang is None else None  # a SWE-bench-style file's language field
+    if named:
+        if named not in languages():
+            return Rejection(raw.instance_id, "candidates", f"language {named!r} is not supported (supported: "
+                                                             f"{', '.join(languages())})"), None, None
+        lang = get_language(named)
     if lang is None:
         lang = get_language("python")
         if raw.repo_path is not None:

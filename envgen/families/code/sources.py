@@ -556,8 +556,53 @@ def _tests_field(value: Any, where: str) -> list[str]:
     return value
 
 
+MULTI_SWE_TESTS = ("f2p_tests", "n2p_tests", "s2p_tests", "p2p_tests", "fixed_tests")
+"""Multi-SWE-bench's test maps ({test: {run, test, fix}}): fail, none (absent) or skipped to pass, pass to
+pass, and every test the fix makes pass."""
+LANGUAGE_ALIASES = {"js": "javascript", "ts": "typescript", "c++": "cpp", "cxx": "cpp", "golang": "go",
+                    "py": "python"}
+"""Language spellings of SWE-bench-style files (Multi-SWE-bench's ``lang``, SWE-bench Multilingual's
+``language``) -> envgen's language names."""
+
+
+def _test_names(value: Any, where: str) -> list[str]:
+    """Test names of a Multi-SWE-bench test map: {name: {...}}, its columnar form {"name": [...], ...}, or a list."""
+    if isinstance(value, dict) and isinstance(value.get("name"), list):
+        value = value["name"]
+    if isinstance(value, dict):
+        value = list(value)
+    return _tests_field(value, where)
+
+
+def _from_multi_swe(row: dict, where: str) -> dict:
+    """A Multi-SWE-bench instance (org, repo, number, base.sha, fix_patch, resolved_issues, *_tests maps)
+    as SWE-bench fields; every original field is kept beside them (exports give it back)."""
+    org, name, number = row.get("org"), row.get("repo"), row.get("number")
+    if not (isinstance(org, str) and org and isinstance(name, str) and name):
+        raise InputError(f"{where}: org and repo: missing or not non-empty strings (Multi-SWE-bench fields)")
+    base = row.get("base")
+    sha = base.get("sha") if isinstance(base, dict) else row.get("base_commit")
+    issues = row.get("resolved_issues") or []
+    if isinstance(issues, dict):  # columnar (datasets' Arrow form): {"number": [...], "title": [...], "body": [...]}
+        issues = [dict(zip(issues, vals)) for vals in zip(*issues.values())]
+    texts = [t for i in issues if isinstance(i, dict)
+             for t in (f"{i.get('title') or ''}\n\n{i.get('body') or ''}".strip(),) if t]
+    problem = row.get("problem_statement") or "\n\n".join(texts) or \
+        f"{row.get('title') or ''}\n\n{row.get('body') or ''}".strip()
+    f2p = [t for k in ("f2p_tests", "n2p_tests", "s2p_tests") for t in _test_names(row.get(k), f"{where}: {k}")]
+    out = dict(row)
+    out.update(instance_id=row.get("instance_id") or f"{org}__{name}-{number}", repo=f"{org}/{name}",
+               base_commit=sha if isinstance(sha, str) else "", patch=row.get("fix_patch") or row.get("patch") or "",
+               problem_statement=problem, FAIL_TO_PASS=sorted(set(f2p)),
+               PASS_TO_PASS=_test_names(row.get("p2p_tests"), f"{where}: p2p_tests"),
+               multi_swe_bench={k: row[k] for k in ("org", "repo", "number") if k in row})
+    return out
+
+
 def read_swebench(path: str | Path) -> list[dict[str, Any]]:
-    """Instances of a SWE-bench file (JSONL, or a JSON list), checked field by field."""
+    """Instances of a SWE-bench file (JSONL, or a JSON list), checked field by field. Multi-SWE-bench's
+    field names (org/repo/number, base.sha, fix_patch, resolved_issues, f2p_tests/p2p_tests maps) are read
+    as the SWE-bench ones, and a ``lang``/``language`` field names the repository's language."""
     path = Path(path)
     text = path.read_text(encoding="utf-8")
     rows: list[tuple[int, Any]] = []
@@ -582,6 +627,13 @@ def read_swebench(path: str | Path) -> list[dict[str, Any]]:
         where = f"{path}:{where_n}" if unit == "line" else f"{path}: item {where_n}"
         if not isinstance(row, dict):
             raise InputError(f"{where}: an instance must be a JSON object")
+        if "fix_patch" in row or ("org" in row and "number" in row):
+            row = _from_multi_swe(row, where)
+        lang = row.get("language", row.get("lang"))
+        if lang is not None:
+            if not isinstance(lang, str) or not lang.strip():
+                raise InputError(f"{where}: language: not a non-empty string")
+            row["language"] = LANGUAGE_ALIASES.get(lang.strip().lower(), lang.strip().lower())
         for f in SWEBENCH_FIELDS:
             if not isinstance(row.get(f), str) or (f != "problem_statement" and not row[f].strip()):
                 raise InputError(f"{where}: {f}: missing or not a non-empty string")
@@ -625,13 +677,15 @@ class SWEBenchSource:
             if repo not in clones:
                 clones[repo] = self._clone(repo)
             keep = {k: row.get(k) for k in ("version", "environment_setup_commit", "FAIL_TO_PASS", "PASS_TO_PASS",
-                                             "problem_statement", "hints_text", "created_at") if k in row}
+                                             "problem_statement", "hints_text", "created_at", "language",
+                                             "multi_swe_bench") if k in row}
             extra = {k: v for k, v in row.items() if k not in SWEBENCH_FIELDS and k not in keep}
             yield RawInstance(
                 instance_id=row["instance_id"], repo=repo, base_commit=row["base_commit"], patch=row["patch"],
                 repo_path=clones[repo], test_patch=row["test_patch"], problem_statement=row["problem_statement"],
                 hints_text=row.get("hints_text") or "", created_at=row.get("created_at") or "", merged=True,
-                source="swebench", meta={"swebench": keep, "extra": extra})
+                source="swebench", meta={"swebench": keep, "extra": extra,
+                                         **({"language": row["language"]} if "language" in row else {})})
 
 
 def open_source(spec: str, *, language: Language | None = None, repo_path: str | Path | None = None,

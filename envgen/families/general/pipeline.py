@@ -864,17 +864,8 @@ class _Synth(LLMPipeline):
             host = {"submit_task": lv.submit_task, "check_tools": lv.env.check_tools}
             agent = self.agent(role, key, ordinal, self.toolset(role, ws, host))
             msg = self._level_prompt(base, chain, level, previous)
-            nudges = 0
             try:
-                while True:
-                    res = agent.send(msg)
-                    if lv.accepted is not None or res.outcome != "answered" or lv.submissions >= lv.budget \
-                            or nudges >= lv.budget:
-                        break
-                    nudges += 1
-                    msg = ("You have not handed in an accepted task yet. Call submit_task with prompt, solution and "
-                           "verification" + (f" (the last submission was rejected for: {lv.last_reason})"
-                                             if lv.submissions else "") + ".")
+                res = self.until_accepted(agent, msg, lv, "submit_task", "prompt, solution and verification")
                 blob = self.export(ws) if lv.accepted is not None and lv.state.env_sha != base.env_sha else None
             finally:
                 lv.env.close()

@@ -383,18 +383,9 @@ class _Writer(LLMPipeline):
             msg = (f"Domain: {self.domain}\nProblem {i + 1} of {self.n} (build seed {self.seed}: let it vary your "
                    f"choice of topic and numbers). Level {level} of {LEVELS}.\n\nWrite one problem as your "
                    "instructions say and hand it in with submit_problem.")
-            nudges = 0
             try:
-                while True:
-                    res = agent.send(msg)
-                    if box.accepted is not None or res.outcome != "answered" or box.submissions >= box.budget \
-                            or nudges >= box.budget:
-                        break
-                    nudges += 1
-                    msg = ("You have not handed in an accepted problem yet. Call submit_problem with problem, "
-                           "solution, answer and check (or checker)" +
-                           (f" (the last submission was rejected for: {box.last_reason})" if box.submissions else "")
-                           + ".")
+                res = self.until_accepted(agent, msg, box, "submit_problem",
+                                          "problem, solution, answer and check (or checker)")
             finally:
                 self.finish_agent(agent, key, ROLE)
         if box.accepted is None:

@@ -92,7 +92,18 @@ def _env() -> dict:
     roots = [tree if p in ("", ".") else os.path.join(tree, p) for p in cfg.get("pythonpath", [])]
     if roots:
         env["PYTHONPATH"] = os.pathsep.join(roots)
-    return env
+    runner = _runner(cfg)
+    return runner.env(env, tree, dict(cfg.get("options") or {})) if runner is not None else env
+
+
+def _runner(cfg: dict):
+    """The kit's test runner of another language (its toolchain's settings: the same as the verifier's),
+    or None for Python and where the kit is not importable."""
+    try:
+        from envgen_verifiers import runners
+    except ImportError:
+        return None
+    return runners.get(cfg.get("framework") or "")
 
 
 def _path(path: str) -> str:
@@ -102,8 +113,9 @@ def _path(path: str) -> str:
 def bash(command: str, timeout: int = 120) -> str:
     """Run a shell command with bash in the repository root and return its output and exit code.
 
-    Python, pytest and git are on PATH; the package under test imports from the working tree. There is
-    no network. Start background jobs with their output redirected (``cmd >/tmp/log 2>&1 &``), or the
+    git and the project's toolchain (Python and pytest, Go, Node, a JDK with Maven, GCC with CMake, or
+    PHP with PHPUnit) are on PATH; the project under test builds and imports from the working tree. There
+    is no network. Start background jobs with their output redirected (``cmd >/tmp/log 2>&1 &``), or the
     call waits for them.
 
     Args:

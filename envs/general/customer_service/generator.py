@@ -441,7 +441,11 @@ def solve(spec: dict, tb: ToolRecorder) -> tuple[list[dict], str, dict]:
                   f"{spec['email']} with the zip code {spec['zip']}. For your security I can't look up or change "
                   f"orders without it.{END}")
         # evidence quoted as the tool's JSON writes them: exactly the details the customer gave were tried
-        return conv.messages, answer, {"facts": [{"expected": "verify", "aliases": ["verified", "verification"],
+        # the reason is a negative statement: the negation is part of the fact (a bare "verified" is the opposite)
+        return conv.messages, answer, {"facts": [{"expected": "could not verify", "aliases": [
+                                                      "cannot verify", "can't verify", "couldn't verify",
+                                                      "unable to verify", "not able to verify", "could not be verified",
+                                                      "was not verified", "failed to verify", "verification failed"],
                                                   "name": "reason"}],
                                        "evidence": [json.dumps(spec["email"]), json.dumps(spec["zip"])]}
     if not me["verified"] or me["customer_id"] != spec["customer"]:

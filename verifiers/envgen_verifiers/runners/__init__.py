@@ -5,9 +5,11 @@ a ``Runner`` subclass, listed in ``RUNNERS``."""
 from __future__ import annotations
 
 from .base import Runner
+from .golang import GoTest
 from .node import Jest, Mocha, Vitest
+from .phpunit import PHPUnit
 
-RUNNERS: dict[str, Runner] = {r.framework: r for r in (Jest(), Vitest(), Mocha())}
+RUNNERS: dict[str, Runner] = {r.framework: r for r in (GoTest(), PHPUnit(), Jest(), Vitest(), Mocha())}
 
 
 def get(framework: str) -> Runner | None:

@@ -1,0 +1,138 @@
+"""Go end to end without Docker: the gostats repository (tests/go_repo.py) through ``build_code`` with the
+local backend (this machine's Go and Debian's golang-github-google-go-cmp-dev), the recipe it gets, the
+pack's test lists, and the verifier's verdicts on the gold patch, an empty and a missing submission."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from envgen.errors import InputError
+from envgen.families.code import build_code
+from envgen.families.code.golang import Go, GoMod, debian_package
+from envgen.families.code.lang import RepoView
+from envgen.families.code.languages import detect_language
+from envgen.pack import load
+
+try:
+    from .go_repo import make_gostats_repo
+except ImportError:  # tests/ is not a package: pytest puts it on sys.path
+    from go_repo import make_gostats_repo
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("go") is None or not Path("/usr/share/gocode/src/github.com/google/go-cmp/go.mod").is_file(),
+    reason="needs golang-go and golang-github-google-go-cmp-dev")
+
+F2P = ["example.com/gostats/stats.TestMedian", "example.com/gostats/stats.TestMedian/unsorted"]
+P2P = ["example.com/gostats/stats.TestMean", "example.com/gostats/stats.TestMedian/sorted",
+       "example.com/gostats/stats.TestSum", "example.com/gostats/stats.TestSum/empty",
+       "example.com/gostats/stats.TestSum/three"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("go-local")
+    shas = make_gostats_repo(root / "gostats")
+    report = build_code(f"git:{root / 'gostats'}", root / "out", backend="local", store=root / "state.sqlite",
+                        log=lambda m: None)
+    return root, shas, report
+
+
+def test_language_detection_and_recipe_from_go_mod(built):
+    root, shas, _ = built
+    view = RepoView(root / "gostats", shas["fix"])
+    assert detect_language(view).name == "go"
+    recipe = Go().recipe(view)
+    assert (recipe.suite, recipe.toolchains, recipe.framework) == ("bookworm", ("go",), "go")
+    assert recipe.image_base == "debian:bookworm+go"
+    assert [s.name for s in recipe.steps] == ["debian-go-packages"]
+    assert "golang-github-google-go-cmp-dev" in recipe.steps[0].run
+    assert recipe.options == {"root": ".", "module": "example.com/gostats", "go": "1.19", "flags": [],
+                              "replace": {"github.com/google/go-cmp": "/usr/share/gocode/src/github.com/google/go-cmp"}}
+
+
+def test_build_keeps_the_fix_and_says_why_the_others_went(built):
+    root, shas, report = built
+    assert report.packs == [f"gostats-{shas['fix'][:12]}"], report.rejections
+    assert report.rejected_by_reason == {"validate: PASS_TO_FAIL": 1, "candidates: no test change": 1}
+    breaking = next(r for r in report.rejections if r["task"] == f"gostats-{shas['intmean'][:12]}")
+    assert breaking["reason"] == ("PASS_TO_FAIL: the gold patch breaks 1 passing test(s): "
+                                  "example.com/gostats/stats.TestMean")
+
+
+def test_pack_lists_subtests_in_gos_convention_and_the_gate_scores(built):
+    root, shas, report = built
+    pack = load(root / "out" / report.packs[0])
+    task = pack.tasks[0]
+    args = task.verifier.args
+    assert (args["framework"], args["files"]) == ("go", ["stats/stats_test.go"])
+    assert args["FAIL_TO_PASS"] == F2P and args["PASS_TO_PASS"] == P2P
+    val = task.meta["validation"]
+    assert val["flaky"] == [] and val["fail_to_fail"] == []
+    assert [(r["mode"], r["source"], r["canary"]) for r in val["runs"]] == \
+        [("base", "go-test-json", "failed")] * 3 + [("gold", "go-test-json", "failed")] * 3
+    gate = report.details["tasks"][task.id]["gate"]
+    assert gate["reference"] == gate["reference-again"] == 1.0, gate
+    assert all(v == 0.0 for k, v in gate.items() if k not in ("reference", "reference-again")), gate
+
+
+def test_go_mod_parsing_and_debian_names():
+    mod = GoMod("module  example.com/x // the module\n\ngo 1.21.3\ntoolchain go1.22.0\n\nrequire (\n"
+                "\tgithub.com/google/go-cmp v0.5.9\n\tgolang.org/x/text v0.3.7 // indirect\n)\n"
+                "require gopkg.in/yaml.v3 v3.0.1\nreplace golang.org/x/text => ./third_party/text\n")
+    assert (mod.module, mod.go) == ("example.com/x", "1.21.3")
+    assert mod.requires == [("github.com/google/go-cmp", "v0.5.9"), ("golang.org/x/text", "v0.3.7"),
+                            ("gopkg.in/yaml.v3", "v3.0.1")]
+    assert mod.replaces == {"golang.org/x/text": "./third_party/text"}
+    assert [debian_package(m) for m, _ in mod.requires] == [
+        "golang-github-google-go-cmp-dev", "golang-golang-x-text-dev", "golang-gopkg-yaml.v3-dev"]
+    with pytest.raises(InputError, match="no module directive"):
+        GoMod("go 1.19\n")
+
+
+def _repo_with(tmp_path: Path, files: dict[str, str]) -> RepoView:
+    import subprocess
+
+    repo = tmp_path / "r"
+    repo.mkdir(parents=True)
+    subprocess.run(["git", "-C", str(repo), "init", "-q"], check=True)
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "x"],
+                   check=True)
+    return RepoView(repo, "HEAD")
+
+
+def test_recipe_for_vendored_newer_and_too_new_modules(tmp_path, monkeypatch):
+    monkeypatch.delenv("ENVGEN_GOPROXY", raising=False)
+    view = _repo_with(tmp_path, {"go.mod": "module example.com/v\n\ngo 1.22\n\nrequire github.com/a/b v1.0.0\n",
+                                 "vendor/modules.txt": "# github.com/a/b v1.0.0\n## explicit\ngithub.com/a/b\n",
+                                 "vendor/github.com/a/b/b.go": "package b\n", "v.go": "package v\n"})
+    recipe = Go().recipe(view)
+    assert recipe.suite == "trixie" and recipe.steps == [] and recipe.options["flags"] == ["-mod=vendor"]
+    assert Go().is_code_path("v.go") and not Go().is_code_path("vendor/github.com/a/b/b.go")
+    too_new = _repo_with(tmp_path / "n", {"go.mod": "module example.com/n\n\ngo 1.30\n"})
+    with pytest.raises(InputError, match=r"go.mod says go 1.30: no base image has that Go \(available: "
+                                         r"Go 1.19 \(bookworm\), Go 1.24 \(trixie\)\)"):
+        Go().recipe(too_new)
+
+
+def test_recipe_through_a_module_proxy_named_by_envgen_goproxy(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENVGEN_GOPROXY", "file:///srv/goproxy")
+    view = _repo_with(tmp_path, {"go.mod": "module example.com/p\n\ngo 1.19\n\nrequire github.com/a/b v1.0.0\n"})
+    recipe = Go().recipe(view)
+    assert recipe.steps == [] and [s.name for s in recipe.task_steps] == ["modules"]
+    assert "GOPROXY=file:///srv/goproxy" in recipe.task_steps[0].run and "go mod download" in recipe.task_steps[0].run
+    assert recipe.options["flags"] == ["-mod=mod"] and recipe.options["modcache"] == "/opt/envgen/gomodcache"
+
+
+def test_runnable_tests_are_the_patchs_go_test_files_and_the_readers_of_changed_testdata():
+    go = Go()
+    after = {"go.mod", "a/a.go", "a/a_test.go", "a/b_test.go", "a/testdata/in.txt", "c/c_test.go"}
+    assert go.runnable_tests(["a/testdata/in.txt", "c/c_test.go", "gone_test.go"], after) == \
+        ["c/c_test.go", "a/a_test.go", "a/b_test.go"]
+    assert go.is_test_path("a/testdata/x.go") and go.is_test_path("a/a_test.go") and not go.is_test_path("a/a.go")

@@ -1,0 +1,130 @@
+"""A PHP project through the code family in Docker: the ``php`` toolchain layer (Debian's PHP 8.2,
+Composer, PHPUnit 9.6), the autoloader generated offline in the task layer (``vendor/`` is not
+committed), validation in the task image, and the packs played through ``gymnasium.make``.
+
+One module-scoped build (the same ``acme/money`` history as the local test, tests/php_repo.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import gymnasium
+import pytest
+
+import envgen  # noqa: F401  (registers envgen/Pack-v0)
+from envgen.families.code import build_code
+from envgen.pack import load
+from envgen.policies.builtin import NullPolicy, OraclePolicy, rollout
+
+try:
+    from .php_repo import make_money_repo
+except ImportError:  # tests/ is not a package: pytest puts it on sys.path
+    from php_repo import make_money_repo
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
+T = "Acme\\Money\\Tests\\"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("php-docker")
+    shas = make_money_repo(root / "money", vendored=False)
+    report = build_code(f"git:{root / 'money'}", root / "out", backend="docker", store=root / "state.sqlite",
+                        log=lambda m: None)
+    return root, shas, report
+
+
+def test_docker_validation_gives_the_phpunit_lists_with_the_autoloader_generated_in_the_image(built):
+    root, shas, report = built
+    assert sorted(report.packs) == sorted(f"money-{shas[k][:12]}" for k in ("fix", "allocate")), report.rejections
+    (key, env), = report.details["environments"].items()
+    assert env["tag"].startswith(f"envgen/repoenv:php-{key}-") and env["steps"] == []
+    assert "composer dump-autoload" in " ".join(env["notes"])
+    task = load(root / "out" / f"money-{shas['fix'][:12]}").tasks[0]
+    args = task.verifier.args
+    assert args["FAIL_TO_PASS"] == [T + "MoneyTest::testSubtract with data set #0",
+                                    T + "MoneyTest::testSubtract with data set #1"]
+    assert T + 'MoneyTest::testFormat with data set "euro €"' in args["PASS_TO_PASS"] and len(args["PASS_TO_PASS"]) == 5
+    runs = task.meta["validation"]["runs"]
+    assert [(r["mode"], r["source"], r["canary"]) for r in runs] == \
+        [("base", "junit", "failed")] * 3 + [("gold", "junit", "failed")] * 3
+    pack = load(root / "out" / f"money-{shas['fix'][:12]}")
+    assert pack.manifest.image.base == "debian:bookworm+php"
+
+
+def test_gymnasium_make_in_docker_scores_the_oracle_one_and_null_zero(built):
+    root, shas, _ = built
+    env = gymnasium.make("envgen/Pack-v0", pack=str(root / "out" / f"money-{shas['fix'][:12]}"), sandbox="docker")
+    try:
+        oracle = rollout(env, OraclePolicy())
+        null = rollout(env, NullPolicy())
+    finally:
+        env.close()
+    assert oracle.reward == 1.0, oracle.reward_details
+    assert oracle.reward_details["FAIL_TO_PASS"] == "2/2" and oracle.reward_details["PASS_TO_PASS"] == "5/5"
+    assert oracle.reward_details["canary"] == "failed"
+    assert null.reward == 0.0
+
+
+GREET = '<?php\nnamespace Acme\\Greet;\nfinal class Greet { public static function hello(string $n): string ' \
+        '{ return "Hello, $n"; } }\n'
+
+
+def _mirror(root):
+    """A Composer repository on disk serving one package as a tar dist (PHP's Phar reads it: no unzip)."""
+    pkg = root / "pkg" / "greet"
+    (pkg / "src").mkdir(parents=True)
+    (pkg / "src" / "Greet.php").write_text(GREET)
+    (pkg / "composer.json").write_text('{"name": "acme/greet", "autoload": {"psr-4": {"Acme\\\\Greet\\\\": "src/"}}}')
+    mirror = root / "mirror"
+    mirror.mkdir()
+    subprocess.run(["tar", "-C", str(root / "pkg"), "-cf", str(mirror / "greet-1.0.0.tar"), "greet"], check=True)
+    (mirror / "packages.json").write_text(json.dumps({"packages": {"acme/greet": {"1.0.0": {
+        "name": "acme/greet", "version": "1.0.0", "type": "library",
+        "dist": {"type": "tar", "url": "file:///srv/mirror/greet-1.0.0.tar"},
+        "autoload": {"psr-4": {"Acme\\Greet\\": "src/"}}}}}}))
+    return mirror
+
+
+def test_the_composer_mirror_variable_installs_from_it_and_an_unreachable_one_fails_at_once(tmp_path, monkeypatch):
+    """The recipe's install step, run in the php toolchain image without network: from a Composer repository
+    ENVGEN_COMPOSER_REPO names (on disk here), and failing fast, with the variable named, when it is down."""
+    from envgen.families.code.lang import RepoView
+    from envgen.families.code.php import PHP
+    from envgen.sandbox.images import build_base
+
+    mirror = _mirror(tmp_path)
+    repo = tmp_path / "app"
+    (repo / "src").mkdir(parents=True)
+    (repo / "composer.json").write_text('{"name": "acme/app", "require": {"php": ">=8.1", "acme/greet": "^1.0"}, '
+                                        '"autoload": {"psr-4": {"Acme\\\\App\\\\": "src/"}}}')
+    (repo / "src" / "App.php").write_text("<?php\nnamespace Acme\\App;\nfinal class App {}\n")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b",
+           "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@b"}
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "app"]):
+        subprocess.run(["git", "-C", str(repo), *cmd], check=True, env=env, capture_output=True)
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    image = build_base("bookworm", ["php"], log=lambda m: None)
+
+    def install(url: str) -> subprocess.CompletedProcess:
+        monkeypatch.setenv("ENVGEN_COMPOSER_REPO", url)
+        step = PHP().recipe(RepoView(repo, head)).task_steps[0]
+        assert step.name == "install"
+        subprocess.run(["git", "-C", str(repo), "clean", "-qfdx"], check=True)
+        return subprocess.run(["docker", "run", "--rm", "--network", "none", "-v", f"{mirror}:/srv/mirror:ro",
+                               "-v", f"{repo}:/work/repo", "-w", "/work/repo", image, "sh", "-c",
+                               step.run + " && php -r 'require \"vendor/autoload.php\"; "
+                               "echo Acme\\Greet\\Greet::hello(\"mirror\"), PHP_EOL;'"],
+                              capture_output=True, text=True, timeout=300)
+
+    good = install("file:///srv/mirror")
+    assert good.returncode == 0 and "Hello, mirror" in good.stdout, good.stdout + good.stderr
+    t0 = time.monotonic()
+    down = install("http://127.0.0.1:9")
+    assert down.returncode != 0 and time.monotonic() - t0 < 120
+    said = down.stdout + down.stderr
+    assert "envgen: composer install failed" in said and "ENVGEN_COMPOSER_REPO=http://127.0.0.1:9" in said, said

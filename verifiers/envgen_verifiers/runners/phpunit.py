@@ -1,0 +1,303 @@
+"""PHPUnit (PHP; stdlib only, Python 3.9+).
+
+The run: ``php PHPUNIT --configuration CONFIG --log-junit R/junit.xml --log-teamcity R/teamcity.log
+--do-not-cache-result --no-coverage --colors=never R/EnvgenRunSuite.php``. PHPUnit 9 takes one test path
+on its command line, so the kit writes a suite file outside the tree (``EnvgenRunSuite``, whose static
+``suite()`` adds each run file, the canary's included, with PHPUnit's own ``TestSuite::addTestFile``);
+the project's configuration (bootstrap, ``<php>`` settings, listeners) still applies, its
+``<testsuites>`` do not (the run names its files). A file that does not load becomes an error entry and
+the other files still run.
+
+The process ends in the first shutdown function, which the kit registers before PHPUnit starts
+(``auto_prepend_file``), so the tested code's shutdown functions and destructors never run after PHPUnit
+wrote its reports (its exit code is lost with them: the reports say what failed).
+
+Outcomes come from the JUnit log, checked against the TeamCity log PHPUnit writes as each test ends: a
+test the JUnit log says passed but the TeamCity log says failed, or never finished, failed. The JUnit
+log is written once, when the run ends (a process that exits early leaves none); then the TeamCity log
+alone gives the tests that finished; with neither, the console's failure list (``1) Class::method``).
+Ids are PHPUnit's own: ``Fully\\Qualified\\ClassTest::testMethod``, data-provider cases
+``...::testMethod with data set #0`` or ``... with data set "name"`` (the data values PHPUnit prints
+after them on the console are dropped). Incomplete tests count as skipped; risky tests are errors, as
+PHPUnit's JUnit log reports them. A configuration that stops the run at the first failure
+(``stopOnFailure`` and its kin) runs from a copy without those settings, so every test reports.
+
+Options (the recipe's): ``phpunit`` (the PHPUnit script: ``vendor/bin/phpunit`` when the repository
+vendors it, else Debian's ``/usr/bin/phpunit``), ``php`` (the interpreter), ``config`` (the
+configuration file, tree-relative), ``bootstrap`` (the bootstrap file it names), ``test_dirs`` (the
+directories its test suites and ``autoload-dev`` name).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from .base import ERROR, FAILED, FAILING, PASSED, SKIPPED, Runner, junit_cases, merge, read_text, short
+
+CONFIG_FILES = ("phpunit.xml", "phpunit.xml.dist", "phpunit.dist.xml")
+"""The names PHPUnit looks for in the working directory, in its order."""
+INFRA_NAMES = frozenset({*CONFIG_FILES, ".phpunit.result.cache", ".phpunit.cache", "composer.json",
+                         "composer.lock", "auth.json"})
+"""Files that configure the run anywhere in the tree: PHPUnit's configuration and result cache,
+Composer's manifest (its ``autoload-dev`` maps the tests; its scripts) and lock."""
+TEST_DIRS = frozenset({"tests", "test", "Tests", "Test"})
+"""Directory names whose subtree holds tests, their fixtures and bootstrap."""
+SUITE_CLASS = "EnvgenRunSuite"
+RISKY = "PHPUnit\\Framework\\RiskyTestError"
+
+SUITE = r"""<?php
+// Written by envgen's verifier kit for one run: the task's test files, loaded by PHPUnit itself.
+final class EnvgenRunSuite
+{
+    public static function suite(): \PHPUnit\Framework\TestSuite
+    {
+        $suite = new \PHPUnit\Framework\TestSuite('envgen');
+        foreach (%s as $file) {
+            try {
+                $suite->addTestFile($file);
+            } catch (\Throwable $e) {
+                fwrite(STDERR, 'envgen: ' . $file . ' did not load: ' . get_class($e) . ': ' . $e->getMessage() . "\n");
+                $suite->addTest(new \PHPUnit\Framework\ErrorTestCase($file . ' did not load: ' . $e->getMessage()));
+            }
+        }
+        return $suite;
+    }
+}
+"""
+
+PREPEND = r"""<?php
+// Written by envgen's verifier kit for one run (auto_prepend_file: it runs before PHPUnit and before any
+// code of the project). The first shutdown function: once PHPUnit has written its reports and exits (or
+// the tested code exits), the process ends here, so no shutdown function or destructor the tested code
+// registered can rewrite the reports afterwards.
+if (in_array(%s, $_SERVER['argv'] ?? [], true)) {
+    register_shutdown_function(static function (): void {
+        while (ob_get_level() > 0) {
+            ob_end_flush();
+        }
+        if (function_exists('posix_kill')) {
+            posix_kill(getmypid(), 9);
+        }
+    });
+}
+"""
+
+CANARY = """<?php
+
+final class {name} extends \\PHPUnit\\Framework\\TestCase
+{{
+    public function test{tok}(): void
+    {{
+        $this->fail('this test always fails; a run that reports it passing was taken over');
+    }}
+}}
+"""
+
+
+STOP = re.compile(r"""\s(?:stopOn\w+)\s*=\s*(?:"[^"]*"|'[^']*')""")
+"""``stopOnFailure="true"`` and its kin on the configuration's root: a run that stops at the first failure
+leaves the tests after it unreported, and at the base commit they would look like failures."""
+MADE = "made.txt"
+"""Files the run wrote into the tree, one path a line (in the report directory): removed after the run."""
+
+
+def run_config(tree: str, config: str, report_dir: str) -> str:
+    """The configuration the run uses: the project's own, or, when its root element stops the run at the
+    first failure (``stopOn...``), a copy beside it (relative paths resolve alike) without those settings."""
+    path = os.path.join(tree, config)
+    text = read_text(path) or ""
+    m = re.search(r"<phpunit\b[^>]*>", text)
+    if not m or not STOP.search(m.group(0)):
+        return path
+    copy = os.path.join(os.path.dirname(path), f".envgen-{os.path.basename(report_dir)}.xml")
+    with open(copy, "w", encoding="utf-8") as f:
+        f.write(text[:m.start()] + STOP.sub("", m.group(0)) + text[m.end():])
+    with open(os.path.join(report_dir, MADE), "a", encoding="utf-8") as f:
+        f.write(copy + "\n")
+    return copy
+
+
+def php_string(text: str) -> str:
+    """A single-quoted PHP string literal of ``text``."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def config_file(tree: str, options: dict) -> str | None:
+    """The configuration the run uses: the recipe's, else the first PHPUnit would find; None without one."""
+    names = [options["config"]] if options.get("config") else list(CONFIG_FILES)
+    return next((n for n in names if os.path.isfile(os.path.join(tree, n))), None)
+
+
+class PHPUnit(Runner):
+    framework = "phpunit"
+    language = "php"
+    config_names = INFRA_NAMES
+
+    def commands(self, tree: str, files: list[str], report_dir: str, options: dict) -> list[list[str]]:
+        suite = os.path.join(report_dir, SUITE_CLASS + ".php")
+        paths = "[" + ", ".join(php_string(os.path.join(tree, f)) for f in files) + "]"
+        with open(suite, "w", encoding="utf-8") as f:
+            f.write(SUITE % paths)
+        prepend = os.path.join(report_dir, "envgen-prepend.php")
+        with open(prepend, "w", encoding="utf-8") as f:
+            f.write(PREPEND % php_string(suite))
+        script = options.get("phpunit") or "/usr/bin/phpunit"
+        cmd = [options.get("php") or "php", "-d", f"auto_prepend_file={prepend}",
+               script if os.path.isabs(script) else os.path.join(tree, script)]
+        config = config_file(tree, options)
+        if config:
+            cmd += ["--configuration", run_config(tree, config, report_dir)]
+        else:
+            cmd.append("--no-configuration")
+            if os.path.isfile(os.path.join(tree, "vendor", "autoload.php")):
+                cmd += ["--bootstrap", os.path.join(tree, "vendor", "autoload.php")]
+        cmd += ["--log-junit", os.path.join(report_dir, "junit.xml"),
+                "--log-teamcity", os.path.join(report_dir, "teamcity.log"),
+                "--do-not-cache-result", "--no-coverage", "--colors=never", suite]
+        return [cmd]
+
+    def env(self, env: dict, tree: str, options: dict) -> dict:
+        return {**env, "XDEBUG_MODE": "off", "COMPOSER_NO_INTERACTION": "1"}
+
+    def parse(self, report_dir: str, output: str, files: list[str], options: dict) -> tuple[dict, dict, str]:
+        made = read_text(os.path.join(report_dir, MADE))
+        for path in (made or "").splitlines():
+            if path and os.path.lexists(path):
+                os.unlink(path)
+        junit = read_text(os.path.join(report_dir, "junit.xml"))
+        teamcity = read_text(os.path.join(report_dir, "teamcity.log"))
+        outcomes: dict = {}
+        messages: dict = {}
+        finished = parse_teamcity(teamcity, messages) if teamcity is not None else None
+        if junit:
+            try:
+                cases = parse_junit(junit, messages)
+            except ValueError:
+                cases = None
+            if cases is not None:
+                for tid, outcome in cases.items():
+                    merge(outcomes, messages, tid, outcome)
+                    seen = (finished or {}).get(tid)
+                    if seen is None:  # the JUnit log names a test that never finished: not this run's report
+                        merge(outcomes, messages, tid, FAILED, "the test did not finish (no TeamCity record)")
+                    elif seen in FAILING and outcomes[tid] not in FAILING:
+                        merge(outcomes, messages, tid, seen)
+                return outcomes, {k: v for k, v in messages.items() if k in outcomes}, "junit"
+        if finished:
+            return finished, {k: v for k, v in messages.items() if k in finished}, "teamcity"
+        return parse_console(output, messages), messages, "phpunit-console"
+
+    def infrastructure(self, path: str, options: dict) -> bool:
+        parts = path.split("/")
+        if parts[-1] in self.config_names or parts[0] == "vendor":
+            return True
+        if any(p in TEST_DIRS for p in parts[:-1]):
+            return True
+        if path == options.get("config") or path == options.get("bootstrap"):
+            return True
+        return any(path == d or path.startswith(d.rstrip("/") + "/") for d in options.get("test_dirs") or ())
+
+    def canary(self, tree: str, files: list[str], tok: str, options: dict) -> tuple[str, str] | None:
+        folder = files[-1].rsplit("/", 1)[0] if "/" in files[-1] else ""
+        name = f"EnvgenCanary{tok}Test"
+        return ("/".join(p for p in (folder, name + ".php") if p), CANARY.format(name=name, tok=tok))
+
+    def test_path(self, test_id: str, files: list[str]) -> str:
+        """The run file of ``Vendor\\Pkg\\FooTest::testX``: the one named ``FooTest.php`` (the deepest match of
+        the class's namespace when several are)."""
+        cls = test_id.split("::", 1)[0]
+        parts = cls.split("\\")
+        found = [f for f in files if f.rsplit("/", 1)[-1] == parts[-1] + ".php"]
+        if not found:
+            return ""
+        return max(found, key=lambda f: sum(1 for p in parts[:-1] if p in f.split("/")))
+
+
+def case_id(classname: str, name: str) -> str:
+    """``Class::name`` from a JUnit case (PHPUnit writes the class dotted in ``classname``; PHP class names
+    have no dots, so the backslashes come back exactly)."""
+    return classname.replace(".", "\\") + "::" + name
+
+
+def parse_junit(text: str, messages: dict) -> dict:
+    """{Class::name: outcome} of PHPUnit's JUnit log (risky tests are errors there, incomplete ones skipped)."""
+    out: dict = {}
+    for c in junit_cases(text):
+        if not c.classname:
+            continue
+        tid = case_id(c.classname, c.name)
+        message = c.message
+        if message.startswith(tid):  # PHPUnit's failure text starts with the test's name (and data)
+            message = message.split(" | ", 1)[1] if " | " in message else ""
+        merge(out, messages, tid, c.outcome, message)
+    return out
+
+
+_TC = re.compile(r"^##teamcity\[(\w+)((?:\s+\w+='(?:[^'|]|\|.)*')*)\s*\]\s*$")
+_TC_ATTR = re.compile(r"(\w+)='((?:[^'|]|\|.)*)'")
+_TC_ESC = {"n": "\n", "r": "\r", "'": "'", "|": "|", "[": "[", "]": "]"}
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\|(0x[0-9a-fA-F]{4}|.)",
+                  lambda m: chr(int(m.group(1)[2:], 16)) if m.group(1).startswith("0x") else
+                  _TC_ESC.get(m.group(1), m.group(1)), text)
+
+
+def parse_teamcity(text: str, messages: dict) -> dict:
+    """{Class::name: outcome} of the tests a TeamCity log records as finished (a started test that never
+    finished is left out: the run stopped inside it)."""
+    out: dict = {}
+    state: dict = {}
+    ids: dict = {}
+    for line in text.splitlines():
+        m = _TC.match(line.strip())
+        if not m:
+            continue
+        kind, attrs = m.group(1), {k: _unescape(v) for k, v in _TC_ATTR.findall(m.group(2))}
+        name = attrs.get("name", "")
+        if kind == "testStarted":
+            hint = attrs.get("locationHint", "")
+            where = hint.split("::\\", 1)[1] if "::\\" in hint else ""
+            ids[name] = where if "::" in where else ""
+            state[name] = PASSED
+        elif kind == "testFailed" and name in state:
+            state[name] = FAILED
+            if ids.get(name):
+                messages[ids[name]] = short(attrs.get("message", ""))
+        elif kind == "testIgnored" and name in state and state[name] == PASSED:
+            state[name] = SKIPPED
+        elif kind == "testFinished" and name in state:
+            tid = ids.pop(name, "")
+            if tid:
+                merge(out, messages, tid, state[name])
+            state.pop(name, None)
+    return out
+
+
+_SECTION = re.compile(r"^There (?:was|were) \d+ (error|failure|risky test|warning|skipped test|incomplete test)s?:$")
+_ITEM = re.compile(r"^\d+\) ((?:[A-Za-z_\x80-\uffff][\w\x80-\uffff]*\\)*[A-Za-z_\x80-\uffff][\w\x80-\uffff]*)"
+                   r"::(\S+(?: with data set (?:#\d+|\".*\"))?)(?: \(.*\))?$")
+
+
+def parse_console(text: str, messages: dict) -> dict:
+    """{Class::name: outcome} of the tests PHPUnit's console lists (errors, failures, risky tests as
+    errors, skipped and incomplete ones): the console never names a passing test."""
+    out: dict = {}
+    kind = None
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        s = line.strip()
+        m = _SECTION.match(s)
+        if m:
+            kind = m.group(1)
+            continue
+        m = _ITEM.match(s) if kind else None
+        if m:
+            outcome = {"error": ERROR, "failure": FAILED, "risky test": ERROR, "skipped test": SKIPPED,
+                       "incomplete test": SKIPPED}.get(kind)
+            if outcome:
+                nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+                merge(out, messages, f"{m.group(1)}::{m.group(2)}", outcome, nxt)
+    return out
