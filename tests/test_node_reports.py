@@ -163,6 +163,7 @@ def test_recipe_installs_from_the_lockfile_without_the_projects_scripts(tmp_path
     assert [s.name for s in r.steps] == ["package.json", "package-lock.json", ".npmrc", "install", "link", "check"]
     assert any(".npmrc settings kept: legacy-peer-deps" == n for n in r.notes)
     assert npmrc_settings(view.read(".npmrc")) == "legacy-peer-deps=true\n"  # no registry, no token
+    assert "PUPPETEER_SKIP_DOWNLOAD=1" in r.steps[3].run and "CYPRESS_INSTALL_BINARY=0" in r.steps[3].run
     assert "npm ci" in r.steps[3].run and "husky" not in " ".join(s.run for s in r.steps)
     assert r.options["protect"] == ["test/setup-env.js"] and r.options["modules"][0] == "/opt/envgen/node/node_modules"
     assert lang.runnable_tests(["src/a.test.js", "src/a.js", "test/setup-env.js"], {"src/a.test.js", "src/a.js",

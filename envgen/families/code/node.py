@@ -12,7 +12,8 @@ Everything is read statically from the repository at the task's commit (``packag
   same): both files (and the ``.npmrc`` settings that change how npm installs, such as
   ``legacy-peer-deps``; never its registries or credentials) are written to ``/opt/envgen/node`` (the project's own ``scripts`` removed from the
   copy: they need the sources, which the environment layer does not have) and installed from the
-  lockfile (``npm ci``, ``yarn install --frozen-lockfile``, ``pnpm install --frozen-lockfile``); the
+  lockfile (``npm ci``, ``yarn install --frozen-lockfile``, ``pnpm install --frozen-lockfile``; install
+  scripts that would download browsers or binaries from other hosts skip it, ``SKIP_DOWNLOADS``); the
   folder is linked at ``/node_modules``, where Node finds it from the episode's tree at /work/repo. The
   registry is ``ENVGEN_NPM_REGISTRY``, else the one this machine's npm is configured with. A tree that
   tracks its ``node_modules`` (vendored) installs nothing. For the local backend, the dependencies are
@@ -50,6 +51,11 @@ YARN_CLASSIC = "yarn@1.22.22"
 PNPM_BY_LOCKFILE = {"5": "pnpm@7", "6": "pnpm@8", "7": "pnpm@9", "9": "pnpm@9"}
 """The pnpm major that writes each ``lockfileVersion`` (the lockfile's major)."""
 FRAMEWORKS = ("vitest", "jest", "mocha")
+SKIP_DOWNLOADS = {"PUPPETEER_SKIP_DOWNLOAD": "1", "PUPPETEER_SKIP_CHROMIUM_DOWNLOAD": "1",
+                  "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1", "CYPRESS_INSTALL_BINARY": "0",
+                  "ELECTRON_SKIP_BINARY_DOWNLOAD": "1", "HUSKY_SKIP_INSTALL": "1", "HUSKY": "0"}
+"""Set for the install: packages whose install scripts download browsers or binaries from hosts other than the
+registry (unreachable where only the registry is) skip it; git hooks are not installed."""
 RUNNER_FILES = {"jest": "jest/bin/jest.js", "vitest": "vitest/vitest.mjs", "mocha": "mocha/bin/mocha.js"}
 CHUNK = 60_000
 """Base64 characters of a file written per install step (a shell argument is at most 128 KiB)."""
@@ -361,17 +367,18 @@ class JavaScript(Language):
                 steps += _write_steps(".npmrc", npmrc.encode())
                 notes.append(".npmrc settings kept: " + ", ".join(ln.split("=", 1)[0].strip() for ln in npmrc.splitlines()))
             quiet = " --no-audit --no-fund --loglevel=error"
+            skip = " ".join(f"{k}={v}" for k, v in SKIP_DOWNLOADS.items())
             if manager == "npm":
-                install = f"cd {NODE_DIR} && npm ci{quiet}{reg_arg}"
+                install = f"cd {NODE_DIR} && {skip} npm ci{quiet}{reg_arg}"
             elif manager == "yarn":
                 head = (view.read(lockfile) or "")[:400]
                 if "yarn lockfile v1" not in head:
                     raise InputError("yarn.lock is Yarn 2+ (Berry): only Yarn classic (v1) lockfiles are supported")
-                install = (f"npm install -g {YARN_CLASSIC}{quiet}{reg_arg} && cd {NODE_DIR} && "
+                install = (f"npm install -g {YARN_CLASSIC}{quiet}{reg_arg} && cd {NODE_DIR} && {skip} "
                            f"yarn install --frozen-lockfile --non-interactive --ignore-engines{reg_arg}")
             else:
                 install = (f"npm install -g {self._pnpm(view, pkg, lockfile)}{quiet}{reg_arg} && cd {NODE_DIR} && "
-                           f"pnpm install --frozen-lockfile --config.node-linker=hoisted{reg_arg}")
+                           f"{skip} pnpm install --frozen-lockfile --config.node-linker=hoisted{reg_arg}")
             steps.append(Step("install", install))
             steps.append(Step("link", f"ln -sfn {IMAGE_MODULES} /node_modules && chmod -R a+rX {NODE_DIR}"))
             steps.append(Step("check", f"test -f {IMAGE_MODULES}/{RUNNER_FILES[framework]} || "
