@@ -18,9 +18,9 @@ from envgen.pack import load
 from envgen.sandbox import open_sandbox
 
 try:
-    from .node_repo import make_node_repo
+    from .node_repo import make_node_repo, node_deps
 except ImportError:  # tests/ is not a package: pytest puts it on sys.path
-    from node_repo import make_node_repo
+    from node_repo import make_node_repo, node_deps
 
 pytestmark = [pytest.mark.timeout(900),
               pytest.mark.skipif(shutil.which("node") is None or shutil.which("npm") is None,
@@ -110,3 +110,34 @@ def test_vitest_and_typescript_validate_and_judge_gold_and_empty(tmp_path, flavo
         empty = ep.finish("done")
     assert gold.reward == 1.0, gold.details
     assert empty.reward == 0.0
+
+
+def test_jest_on_es_modules_runs_with_the_test_scripts_node_options(tmp_path):
+    import json
+    import sys
+
+    from envgen.families.code.lang import RepoView
+    from envgen.families.code.node import JavaScript
+    from envgen.paths import bundled
+
+    sys.path.insert(0, str(bundled("verifiers")))
+    from envgen_verifiers.tests import run_tests
+
+    tree = tmp_path / "esm"
+    tree.mkdir()
+    (tree / "package.json").write_text(json.dumps({"name": "esm", "type": "module", "scripts": {
+        "test": "NODE_OPTIONS=--experimental-vm-modules jest"}, "devDependencies": {"jest": "29.7.0"}}))
+    (tree / "package-lock.json").write_text((node_deps("jest") / "package-lock.json").read_text())
+    (tree / "a.js").write_text("export const one = () => 1;\n")
+    (tree / "a.test.js").write_text('import { one } from "./a.js";\n\ntest("one", () => { expect(one()).toBe(1); });\n')
+    import subprocess
+    for cmd in (["init", "-q"], ["add", "-A"], ["-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "x"]):
+        subprocess.run(["git", "-C", str(tree), *cmd], check=True)
+    sha = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    options = JavaScript().recipe(RepoView(tree, sha)).options
+    assert options["env"] == {"NODE_OPTIONS": "--experimental-vm-modules"}
+    options["modules"] = [str(node_deps("jest") / "node_modules")]
+    res = run_tests(str(tree), "jest", ["a.test.js"], options=options)
+    assert res["outcomes"] == {"a.test.js > one": "passed"} and res["canary"] == "failed", res["tail"]
+    without = run_tests(str(tree), "jest", ["a.test.js"], options={**options, "env": {}})
+    assert without["outcomes"] == {"a.test.js": "error"}  # import statements outside a module

@@ -20,7 +20,7 @@ import pytest
 from envgen.errors import InputError
 from envgen.families.code.lang import RepoView
 from envgen.families.code.languages import detect_language
-from envgen.families.code.node import CHUNK, JavaScript, TypeScript, npmrc_settings, satisfies
+from envgen.families.code.node import CHUNK, JavaScript, TypeScript, npmrc_settings, satisfies, script_env
 from envgen.paths import bundled
 
 sys.path.insert(0, str(bundled("verifiers")))
@@ -124,6 +124,21 @@ def test_canaries_match_the_run_files_patterns():
     ("18.19.0", ">17", True), ("18.19.0", "<=18", True), ("18.19.0", "^0.1", False), ("12.22.12", ">=14.15.0", False)])
 def test_npm_semver_ranges(version, spec, ok):
     assert satisfies(version, spec) is ok
+
+
+@pytest.mark.parametrize("script,framework,env", [
+    ("NODE_OPTIONS=--experimental-vm-modules jest", "jest", {"NODE_OPTIONS": "--experimental-vm-modules"}),
+    ("cross-env TZ=UTC FOO='a b' jest --coverage", "jest", {"TZ": "UTC", "FOO": "a b"}),
+    ("node --experimental-vm-modules node_modules/jest/bin/jest.js", "jest",
+     {"NODE_OPTIONS": "--experimental-vm-modules"}),
+    ("eslint . && mocha", "mocha", {}), ("vitest run", "vitest", {})])
+def test_the_test_scripts_environment_is_kept(script, framework, env):
+    assert script_env({"scripts": {"test": script}}, framework) == env
+
+
+def test_runner_environment_adds_the_scripts_variables_but_not_path_or_home():
+    env = runners.get("jest").env({"PATH": "/bin", "HOME": "/h"}, "/t", {"env": {"NODE_OPTIONS": "--x", "PATH": "/evil"}})
+    assert env["NODE_OPTIONS"] == "--x" and env["PATH"] == "/bin" and env["CI"] == "true"
 
 
 # ---------------------------------------------------------------- recipes from real repositories

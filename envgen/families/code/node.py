@@ -200,6 +200,32 @@ def tsc_build(pkg: dict) -> list[str] | None:
     return None
 
 
+def script_env(pkg: dict, framework: str) -> dict:
+    """Variables the ``test`` script sets for the runner: ``NAME=value`` words (also after ``cross-env``)
+    before it, and node flags of ``node --flag .../jest`` as ``NODE_OPTIONS`` (jest on ES modules needs
+    ``--experimental-vm-modules``)."""
+    for part in re.split(r"&&|\|\||;", _script(pkg, "test")):
+        try:
+            words = shlex.split(part)
+        except ValueError:
+            continue
+        at = next((i for i, w in enumerate(words) if re.search(rf"(^|/){framework}(\.m?js)?$", w)), None)
+        if at is None:
+            continue
+        env: dict = {}
+        flags = []
+        for w in words[:at]:
+            m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", w)
+            if m:
+                env[m.group(1)] = m.group(2)
+            elif w.startswith("--") and words[0] == "node":
+                flags.append(w)
+        if flags:
+            env["NODE_OPTIONS"] = " ".join([env.get("NODE_OPTIONS", ""), *flags]).strip()
+        return env
+    return {}
+
+
 def manager_of(view: RepoView, pkg: dict) -> tuple[str, str | None]:
     """(package manager, lockfile path): npm, yarn or pnpm by the lockfile at the root."""
     for path, manager in (("package-lock.json", "npm"), ("npm-shrinkwrap.json", "npm"), ("pnpm-lock.yaml", "pnpm"),
@@ -394,6 +420,10 @@ class JavaScript(Language):
             options["modules"].append(os.path.realpath(local))
             notes.append("local backend: dependencies from " + ("ENVGEN_NODE_MODULES" if os.environ.get(
                 "ENVGEN_NODE_MODULES") else "the source checkout's node_modules"))
+        run_env = script_env(pkg, framework)
+        if run_env:
+            options["env"] = run_env
+            notes.append("the test script's environment: " + ", ".join(f"{k}={v}" for k, v in run_env.items()))
         build = tsc_build(pkg)
         if build is not None:
             if not vendored and lockfile and "typescript" not in _deps(pkg):

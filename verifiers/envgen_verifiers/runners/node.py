@@ -19,7 +19,8 @@ tree without its own ``node_modules`` gets a link to the first that exists. Anyt
 ``node_modules`` in the tree, lockfiles, ``package.json`` (its ``jest`` key and scripts configure the
 run), the runners' and compilers' configuration files, setup files the configuration names
 (``options["protect"]``), ``__tests__``/``__mocks__``/``__snapshots__`` folders and test files are
-infrastructure. ``options["build"]``: arguments of a ``tsc`` build run before the tests (its errors are
+infrastructure. ``options["env"]``: variables the project's test script sets (``NODE_OPTIONS`` ...).
+``options["build"]``: arguments of a ``tsc`` build run before the tests (its errors are
 printed, not fatal: a type error in one test file must not hide every other test).
 """
 
@@ -250,6 +251,8 @@ class NodeRunner(Runner):
     def env(self, env: dict, tree: str, options: dict) -> dict:
         env = dict(env)
         env.update({"CI": "true", "FORCE_COLOR": "0", "TZ": "UTC"})  # jest and vitest set NODE_ENV themselves
+        extra = options.get("env") if isinstance(options.get("env"), dict) else {}
+        env.update({str(k): str(v) for k, v in extra.items() if k not in ("PATH", "HOME", "TMPDIR")})
         return env
 
 
@@ -369,7 +372,8 @@ def _mocha_each(report_dir: str, mocha: str, args: list[str]) -> int:
     for i, f in enumerate(files or canary):
         out = os.path.join(report_dir, f"mocha-{i:04d}.json")
         run = [f] + (canary if files else [])
-        env = dict(os.environ, NODE_OPTIONS=f'--require "{MOCHA_SPEC}"', ENVGEN_MOCHA_SPEC=json.dumps(run))
+        node_options = " ".join([os.environ.get("NODE_OPTIONS", ""), f'--require "{MOCHA_SPEC}"']).strip()
+        env = dict(os.environ, NODE_OPTIONS=node_options, ENVGEN_MOCHA_SPEC=json.dumps(run))
         proc = subprocess.run(["node", mocha, "--reporter", MOCHA_REPORTER, "--reporter-option", f"output={out}",
                                "--no-color", "--exit", *run], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, env=env)
