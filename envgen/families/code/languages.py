@@ -10,12 +10,13 @@ from ...errors import InputError
 from .cxx import C, Cpp
 from .golang import Go
 from .lang import Language, RepoView
+from .node import JavaScript, TypeScript
 from .php import PHP
 from .python import Python
 
 
 def languages() -> dict[str, Language]:
-    return {lang.name: lang for lang in (Python(), Go(), PHP(), C(), Cpp())}
+    return {lang.name: lang for lang in (Python(), Go(), JavaScript(), TypeScript(), C(), Cpp(), PHP())}
 
 
 def get_language(name: str) -> Language:

@@ -7,9 +7,11 @@ from __future__ import annotations
 from .base import Runner
 from .cxx import CTest, MakeCheck
 from .golang import GoTest
+from .node import Jest, Mocha, Vitest
 from .phpunit import PHPUnit
 
-RUNNERS: dict[str, Runner] = {r.framework: r for r in (GoTest(), PHPUnit(), CTest(), MakeCheck())}
+RUNNERS: dict[str, Runner] = {r.framework: r for r in (GoTest(), Jest(), Vitest(), Mocha(), CTest(), MakeCheck(),
+                                                         PHPUnit())}
 
 
 def get(framework: str) -> Runner | None:
