@@ -176,3 +176,21 @@ def test_the_maven_command_runs_only_the_task_classes_offline_with_skips_pinned(
                  "-Dmaven.test.failure.ignore=true", "-Dsurefire.rerunFailingTestsCount=0",
                  "-Dsurefire.reportNameSuffix=envgenreportx1"):
         assert flag in mvn
+
+
+def test_a_report_rewritten_to_fewer_failures_than_surefire_printed_counts_for_nothing(tmp_path):
+    import re
+
+    rd = tmp_path / "envgen-report-SAMPLE"
+    rd.mkdir()
+    (report,) = (SAMPLES / "junit5").glob("TEST-*.xml")
+    text = report.read_text(encoding="utf-8")
+    forged = re.sub(r"<(failure|error)\b.*?</\1>", "", text, flags=re.S)  # every test passed, says the file
+    (rd / report.name).write_text(forged, encoding="utf-8")
+    console = (SAMPLES / "junit5" / "console.txt").read_text(encoding="utf-8")
+    outcomes, messages, _ = Maven().parse(str(rd), console, [], {})
+    assert set(outcomes.values()) == {"error"} and len(outcomes) == 10
+    assert "rewritten" in messages["com.acme.CalcTest.add"]
+    # the same file with the console of a run that printed no failure for the class is believed
+    outcomes, _, _ = Maven().parse(str(rd), console.replace("Failures: 2, Errors: 1", "Failures: 0, Errors: 0"), [], {})
+    assert outcomes["com.acme.CalcTest.bad"] == "passed"

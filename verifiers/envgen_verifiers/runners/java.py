@@ -176,17 +176,30 @@ class Maven(Runner):
         outcomes: dict = {}
         messages: dict = {}
         tag = f"({self.suffix(report_dir)})"
+        printed = console_failures(output)
         for text in read_reports(report_dir):
             try:
                 cases = junit_cases(text)
             except ValueError:
                 continue
+            by_suite: dict = {}
             for c in cases:
-                cls = c.classname[:-len(tag)] if c.classname.endswith(tag) else c.classname
-                name = c.name[:-len(tag)] if c.name.endswith(tag) else c.name
-                if not name:
-                    continue
-                merge(outcomes, messages, f"{cls}.{name}" if cls else name, c.outcome, c.message)
+                by_suite.setdefault(c.suite[:-len(tag)] if c.suite.endswith(tag) else c.suite, []).append(c)
+            for suite, group in by_suite.items():
+                # Surefire's own process printed how many of the class's tests failed; a report that
+                # says fewer was rewritten after the fact: none of its tests counts as passing
+                forged = sum(c.outcome in (FAILED, ERROR) for c in group) < printed.get(suite, 0)
+                for c in group:
+                    cls = c.classname[:-len(tag)] if c.classname.endswith(tag) else c.classname
+                    name = c.name[:-len(tag)] if c.name.endswith(tag) else c.name
+                    if not name:
+                        continue
+                    tid = f"{cls}.{name}" if cls else name
+                    if forged:
+                        merge(outcomes, messages, tid, ERROR, f"the report of {suite} says fewer failures than "
+                                                              "Surefire printed: it was rewritten")
+                    else:
+                        merge(outcomes, messages, tid, c.outcome, c.message)
         if outcomes:
             return outcomes, messages, "junit"
         return parse_console(output), {}, "console"
@@ -219,6 +232,17 @@ class Maven(Runner):
 
     def test_path(self, test_id: str, files: list[str]) -> str:
         return file_of(test_id, files)
+
+
+SUMMARY = re.compile(r"Tests run: (\d+), Failures: (\d+), Errors: (\d+), Skipped: (\d+).*? - in ([\w.$]+)")
+
+
+def console_failures(output: str) -> dict:
+    """{class: the most failures + errors any of Surefire's ``Tests run: ... - in Class`` lines gave it}."""
+    out: dict = {}
+    for m in SUMMARY.finditer(output):
+        out[m.group(5)] = max(out.get(m.group(5), 0), int(m.group(2)) + int(m.group(3)))
+    return out
 
 
 def parse_console(output: str) -> dict:
