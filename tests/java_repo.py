@@ -183,8 +183,9 @@ SLUG_TEST_PATH = "src/test/java/com/acme/text/SlugTest.java"
 WORDS_TEST_PATH = "src/test/java/com/acme/text/WordsTest.java"
 
 
-def make_slugs_repo(root: Path) -> dict[str, str]:
-    """Create the repository at ``root``; return {"initial", "fix", "words", "readme": sha}."""
+def make_slugs_repo(root: Path, *, upto: str = "readme") -> dict[str, str]:
+    """Create the repository at ``root``; return {"initial", "fix", "words", "readme": sha}, stopping after the
+    commit ``upto`` names (the Docker test builds the fix alone)."""
     root.mkdir(parents=True, exist_ok=True)
     _git(root, "init", "-q", "-b", "main")
     _write(root, {"pom.xml": POM, SLUG_PATH: SLUG, SLUG_TEST_PATH: SLUG_TEST, ".gitignore": "target/\n",
@@ -196,6 +197,8 @@ def make_slugs_repo(root: Path) -> dict[str, str]:
     _write(root, {SLUG_PATH: SLUG.replace('"[^a-z]+"', '"[^a-z0-9]+"'),
                   SLUG_TEST_PATH: SLUG_TEST.rstrip()[:-1].rstrip() + "\n" + KEEPS_DIGITS})
     shas["fix"] = _commit(root, FIX_MSG, 2)
+    if upto == "fix":
+        return shas
 
     _write(root, {"src/main/java/com/acme/text/Words.java": WORDS, WORDS_TEST_PATH: WORDS_TEST})
     shas["words"] = _commit(root, WORDS_MSG, 3)
