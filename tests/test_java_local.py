@@ -80,3 +80,37 @@ def test_gold_scores_one_and_nothing_or_an_empty_patch_zero(built):
         assert "[^a-z]+" in ep.call("view_file", {"path": SLUG_PATH}).content
         verdict = ep.finish("done")
         assert verdict.reward == 0.0 and "nothing was submitted" in verdict.details["reason"]
+
+
+def test_a_mirror_fills_a_repository_that_the_offline_runs_use(built, tmp_path, monkeypatch):
+    """ENVGEN_MAVEN_MIRROR: the recipe's steps (settings.xml with the mirror, the project's tests run once
+    online into the image's repository, the offline check) run here as the image build runs them, with
+    Debian's repository served as a file:// mirror; then the verifier's offline run resolves from it."""
+    import subprocess
+    import sys
+
+    import envgen.families.code.java as java
+
+    root, shas, _ = built
+    monkeypatch.setenv(java.MIRROR_ENV, "file:///usr/share/maven-repo")
+    monkeypatch.setattr(java, "MAVEN_DIR", str(tmp_path / "maven"))
+    monkeypatch.setattr(java, "IMAGE_REPO", str(tmp_path / "m2"))
+    recipe = Java().recipe(RepoView(root / "slugs", shas["fix"]))
+    assert recipe.options == {"repo": str(tmp_path / "m2"), "junit": "junit5",
+                              "settings": str(tmp_path / "maven" / "settings.xml")}
+    assert [s.name for s in recipe.steps] == ["maven-settings"]
+    assert [s.name for s in recipe.task_steps] == ["dependencies", "check"]
+    tree = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", str(root / "slugs"), str(tree)], check=True)
+    subprocess.run(["git", "-C", str(tree), "checkout", "-q", shas["fix"]], check=True)
+    for step in recipe.steps + recipe.task_steps:
+        out = subprocess.run(["bash", "-c", step.run], cwd=tree, capture_output=True, text=True)
+        assert out.returncode == 0, (step.name, out.stdout[-2000:], out.stderr[-2000:])
+    assert (tmp_path / "m2" / "org" / "junit" / "jupiter" / "junit-jupiter" / "5.9.2").is_dir()
+    subprocess.run(["git", "-C", str(tree), "clean", "-qfdx"], check=True)
+    sys.path.insert(0, str(__import__("envgen.paths", fromlist=["bundled"]).bundled("verifiers")))
+    from envgen_verifiers.tests import run_tests
+
+    res = run_tests(str(tree), "maven", ["src/test/java/com/acme/text/SlugTest.java"], options=recipe.options)
+    assert res["outcomes"]["com.acme.text.SlugTest.keepsDigits"] == "passed" and len(res["outcomes"]) == 7
+    assert res["canary"] == "failed"

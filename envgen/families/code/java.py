@@ -257,7 +257,8 @@ class Java(Language):
             settings = mirror_settings(mirror)
             steps.append(Step("maven-settings", f"mkdir -p {MAVEN_DIR} && printf %s {shlex.quote(settings)} > "
                                                 f"{MAVEN_DIR}/settings.xml"))
-            options["repo"] = IMAGE_REPO
+            options.update(repo=IMAGE_REPO, settings=f"{MAVEN_DIR}/settings.xml")  # (Maven matches what it
+            # fetched to the repository it came from: offline runs name the same mirror)
             task_steps.append(Step("dependencies", mvn.format(repo=IMAGE_REPO) + f" -s {MAVEN_DIR}/settings.xml "
                                    "test -Dmaven.test.failure.ignore=true -DfailIfNoTests=false && "
                                    f"chmod -R a+rX {IMAGE_REPO}"))
@@ -271,7 +272,8 @@ class Java(Language):
                 notes.append(f"libraries from Debian packages: {', '.join(pkgs)}")
             notes.append(f"dependencies from Debian's Maven repository ({DEBIAN_REPO}), offline; set {MIRROR_ENV} "
                          "to fetch others from a Maven repository mirror")
-        check = (mvn.format(repo=options["repo"]) + " -o -q test-compile || { echo 'envgen: the project does not "
+        settings = f" -s {options['settings']}" if options.get("settings") else ""
+        check = (mvn.format(repo=options["repo"]) + settings + " -o -q test-compile || { echo 'envgen: the project does not "
                  "compile offline with the dependencies above (a version Debian does not package needs "
                  f"{MIRROR_ENV})'; exit 1; }}")
         task_steps.append(Step("check", check))
