@@ -210,3 +210,64 @@ def make_slugs_repo(root: Path, *, upto: str = "readme") -> dict[str, str]:
 
 def diff(root: Path, base: str, head: str) -> str:
     return _git(root, "diff", "--binary", "--full-index", base, head) + "\n"
+
+
+# ---------------------------------------------------------------- slugs-gradle: the same fix in a Gradle build
+
+BUILD_GRADLE = """\
+apply plugin: 'java'
+
+repositories {
+    mavenCentral()
+}
+
+dependencies {
+    testCompile 'junit:junit:4.13.2'
+}
+
+tasks.withType(JavaCompile) {
+    options.encoding = 'UTF-8'
+}
+"""
+
+GRADLE_SLUG_TEST = """\
+package com.acme.text;
+
+import static org.junit.Assert.assertEquals;
+
+import org.junit.Test;
+
+public class SlugTest {
+    @Test
+    public void lowercasesWords() {
+        assertEquals("hello-world", Slug.of("Hello World"));
+    }
+
+    @Test
+    public void stripsAccents() {
+        assertEquals("creme-brulee", Slug.of("Crème Brûlée"));
+    }
+}
+"""
+
+GRADLE_KEEPS_DIGITS = """
+    @Test
+    public void keepsDigits() {
+        assertEquals("top-10-tips", Slug.of("Top 10 Tips"));
+    }
+}
+"""
+
+
+def make_gradle_slugs_repo(root: Path) -> dict[str, str]:
+    """A Gradle (Groovy DSL, JUnit 4, ``mavenCentral()`` as real builds name it) version of ``slugs``: the
+    initial commit and the fix; return {"initial", "fix": sha}."""
+    root.mkdir(parents=True, exist_ok=True)
+    _git(root, "init", "-q", "-b", "main")
+    _write(root, {"build.gradle": BUILD_GRADLE, "settings.gradle": "rootProject.name = 'slugs'\n",
+                  SLUG_PATH: SLUG, SLUG_TEST_PATH: GRADLE_SLUG_TEST, ".gitignore": "build/\n.gradle/\n"})
+    shas = {"initial": _commit(root, "Slugs of titles, built with Gradle", 1)}
+    _write(root, {SLUG_PATH: SLUG.replace('"[^a-z]+"', '"[^a-z0-9]+"'),
+                  SLUG_TEST_PATH: GRADLE_SLUG_TEST.rstrip()[:-1].rstrip() + "\n" + GRADLE_KEEPS_DIGITS})
+    shas["fix"] = _commit(root, FIX_MSG, 2)
+    return shas

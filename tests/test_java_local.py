@@ -114,3 +114,27 @@ def test_a_mirror_fills_a_repository_that_the_offline_runs_use(built, tmp_path, 
     res = run_tests(str(tree), "maven", ["src/test/java/com/acme/text/SlugTest.java"], options=recipe.options)
     assert res["outcomes"]["com.acme.text.SlugTest.keepsDigits"] == "passed" and len(res["outcomes"]) == 7
     assert res["canary"] == "failed"
+
+
+@pytest.mark.skipif(not shutil.which("gradle"), reason="needs Debian's Gradle (apt-get install gradle)")
+def test_a_gradle_build_goes_through_with_debians_gradle(tmp_path):
+    try:
+        from .java_repo import make_gradle_slugs_repo
+    except ImportError:
+        from java_repo import make_gradle_slugs_repo
+
+    shas = make_gradle_slugs_repo(tmp_path / "slugs")
+    report = build_code(f"git:{tmp_path / 'slugs'}", tmp_path / "out", backend="local", store=tmp_path / "s.sqlite",
+                        runs=1, gate=False, log=lambda m: None)
+    assert report.packs == [f"slugs-{shas['fix'][:12]}"], report.rejections
+    pack = load(tmp_path / "out" / report.packs[0])
+    args = pack.tasks[0].verifier.args
+    assert args["framework"] == "gradle"
+    assert args["FAIL_TO_PASS"] == [f"{SLUG_TEST}.keepsDigits"]
+    assert args["PASS_TO_PASS"] == [f"{SLUG_TEST}.lowercasesWords", f"{SLUG_TEST}.stripsAccents"]
+    with open_sandbox(pack, "local") as sbx:
+        ep = Episode(sbx, pack.tasks[0])
+        assert ep.call("submit", {"patch": pack.tasks[0].reference.patch}).ok
+        verdict = ep.finish("done")
+    assert verdict.reward == 1.0, verdict.details
+    assert verdict.details["canary"] == "failed" and verdict.details["report"] == "junit"

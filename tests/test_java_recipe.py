@@ -75,14 +75,31 @@ def test_a_java_level_the_jdk_layer_cannot_build_is_rejected(tmp_path, props, bu
         Java().recipe(view)
 
 
-def test_a_gradle_project_is_rejected_with_the_reason(tmp_path):
-    view = repo(tmp_path, {"build.gradle": "plugins { id 'java' }\n",
-                           "gradle/wrapper/gradle-wrapper.properties":
-                               "distributionUrl=https\\://example.invalid/gradle-8.5-bin.zip\n",
-                           "src/main/java/A.java": "class A {}"})
+@pytest.mark.parametrize("files,why", [
+    ({"gradle/wrapper/gradle-wrapper.properties": "distributionUrl=https\\://example.invalid/gradle-8.5-bin.zip\n"},
+     r"Gradle project: building it needs its wrapper's Gradle 8\.5"),
+    ({"build.gradle.kts": "plugins { java }\n"}, r"Kotlin build script"),
+    ({"build.gradle": "apply plugin: 'java'\ntest { useJUnitPlatform() }\n"}, r"JUnit 5 \(useJUnitPlatform\)"),
+    ({"build.gradle": "plugins { id 'java'\n id 'org.springframework.boot' version '3.2.0' }\n"},
+     r"plugins from the Gradle plugin portal \(org.springframework.boot\)"),
+])
+def test_a_gradle_build_debians_gradle_cannot_run_is_rejected_with_the_reason(tmp_path, files, why):
+    view = repo(tmp_path, {"build.gradle": "plugins { id 'java' }\n", "src/main/java/A.java": "class A {}", **files})
     assert detect_language(view).name == "java"
-    with pytest.raises(InputError, match=r"Gradle project: building it needs its wrapper's Gradle 8\.5"):
+    with pytest.raises(InputError, match=why):
         Java().recipe(view)
+
+
+def test_a_plain_gradle_build_runs_with_debians_gradle(tmp_path):
+    view = repo(tmp_path, {"build.gradle": "apply plugin: 'java'\nrepositories { mavenCentral() }\ndependencies {\n"
+                                           "  testCompile 'junit:junit:4.13.2'\n"
+                                           "  testCompile 'org.mockito:mockito-core:2.23.0'\n}\n",
+                           "gradle/wrapper/gradle-wrapper.properties": "distributionUrl=x/gradle-4.4.1-bin.zip\n",
+                           "src/main/java/A.java": "class A {}"})
+    recipe = Java().recipe(view)
+    assert (recipe.framework, recipe.toolchains) == ("gradle", ("gradle", "jdk"))
+    assert recipe.options == {"repo": "/usr/share/maven-repo", "junit": "junit4"}
+    assert [s.name for s in recipe.steps] == ["debian-libraries"] and "libmockito-java" in recipe.steps[0].run
 
 
 def test_test_and_code_paths_and_runnable_test_classes():

@@ -194,3 +194,48 @@ def test_a_report_rewritten_to_fewer_failures_than_surefire_printed_counts_for_n
     # the same file with the console of a run that printed no failure for the class is believed
     outcomes, _, _ = Maven().parse(str(rd), console.replace("Failures: 2, Errors: 1", "Failures: 0, Errors: 0"), [], {})
     assert outcomes["com.acme.CalcTest.bad"] == "passed"
+
+
+def test_gradle_junit_xml_and_its_console(tmp_path):
+    from envgen_verifiers.runners.java import Gradle
+
+    rd = tmp_path / "envgen-report-G"
+    rd.mkdir()
+    for p in (SAMPLES / "gradle-junit4").glob("TEST-*.xml"):
+        shutil.copy(p, rd / p.name)
+    console = (SAMPLES / "gradle-junit4" / "console.txt").read_text(encoding="utf-8")
+    outcomes, messages, source = Gradle().parse(str(rd), console, [], {})
+    assert source == "junit"
+    assert outcomes == {
+        "com.acme.CalcTest.adds": "passed", "com.acme.CalcTest.failsWithUnicode": "failed",
+        "com.acme.CalcTest.errors": "failed", "com.acme.CalcTest.ignored": "skipped",
+        "com.acme.CalcTest.printsUnicode": "passed", "com.acme.SumParamTest.sums[0]": "passed",
+        "com.acme.SumParamTest.sums[1]": "passed", "com.acme.SumParamTest.sums[2]": "failed"}
+    assert "ïve ✓ 日本" in messages["com.acme.CalcTest.failsWithUnicode"]
+    # without reports, Gradle's console names the failures
+    empty = tmp_path / "none"
+    empty.mkdir()
+    assert Gradle().parse(str(empty), console, [], {}) == (
+        {"com.acme.CalcTest.errors": "failed", "com.acme.CalcTest.failsWithUnicode": "failed",
+         "com.acme.SumParamTest.sums[2]": "failed"}, {}, "console")
+    # a report rewritten to pass a test Gradle printed as failed does not make it pass
+    import re
+
+    for p in rd.iterdir():
+        p.write_text(re.sub(r"<failure\b.*?</failure>", "", p.read_text(encoding="utf-8"), flags=re.S), encoding="utf-8")
+    outcomes, _, _ = Gradle().parse(str(rd), console, [], {})
+    assert outcomes["com.acme.SumParamTest.sums[2]"] == "failed" and outcomes["com.acme.SumParamTest.sums[0]"] == "passed"
+
+
+def test_the_gradle_command_is_offline_with_an_init_script_for_the_offline_repository(tmp_path):
+    from envgen_verifiers.runners.java import Gradle
+
+    (tmp_path / "build.gradle").write_text("apply plugin: 'java'\n")
+    rd = tmp_path / "envgen-report-g"
+    rd.mkdir()
+    (cmd,) = Gradle().commands(str(tmp_path), ["src/test/java/com/acme/CalcTest.java"], str(rd), {})
+    gradle = cmd[cmd.index("--") + 1:]
+    assert gradle[:5] == ["gradle", "--offline", "--no-daemon", "--console=plain", "--continue"]
+    assert gradle[-3:] == ["test", "--tests", "com.acme.CalcTest"]
+    init = (rd / "envgen-init.gradle").read_text()
+    assert "maven { url 'file:///usr/share/maven-repo' }" in init and "repositories.clear()" in init

@@ -16,9 +16,10 @@ with ``${property}`` references resolved from their ``<properties>``), never by 
   as the runs will, and fails the build with Maven's own words when something is missing.
 - Tests: Surefire (``envgen_verifiers.runners.java``), the test patch's classes that Surefire's default
   includes name (``Test*``, ``*Test``, ``*Tests``, ``*TestCase``) under a test source set.
-- Gradle (no ``pom.xml``): the Gradle wrapper downloads its distribution and Gradle resolves plugins and
-  dependencies from its own repositories, none of which an offline image has (Debian's gradle is 4.4,
-  too old for current builds and for JDK 17): rejected with that reason.
+- Gradle (no ``pom.xml``): what Debian's Gradle 4.4 (the ``gradle`` toolchain layer) runs offline is set up:
+  a Groovy build script without plugin-portal plugins, no wrapper or a 4.x one, JUnit 4 or TestNG; every
+  project's repositories are pointed at Debian's Maven repository at run time. Anything else (Kotlin DSL, a
+  newer wrapper whose distribution would be downloaded, plugins, ``useJUnitPlatform``) is rejected saying so.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ from .lang import Language, Recipe, RepoView, Step
 JDK = 17
 """The Java the base image's jdk layer has (Debian bookworm's default-jdk-headless)."""
 DEBIAN_REPO = "/usr/share/maven-repo"
+GRADLE = "4.4"
+"""Debian bookworm's Gradle (the ``gradle`` toolchain layer)."""
+APT = "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
+APT_DONE = " >/dev/null && apt-get clean && rm -rf /var/lib/apt/lists/*"
 MIRROR_ENV = "ENVGEN_MAVEN_MIRROR"
 MAVEN_DIR = "/opt/envgen/maven"
 IMAGE_REPO = "/opt/envgen/m2"
@@ -213,19 +218,48 @@ class Java(Language):
                 out.append(p)
         return out
 
+    def gradle_recipe(self, view: RepoView) -> Recipe:
+        """A Gradle build Debian's Gradle 4.4 runs offline: Groovy DSL, no wrapper or a 4.x one, JUnit 4 or
+        TestNG (JUnit 5 needs Gradle 4.6); its repositories are replaced with Debian's Maven repository at
+        run time (the runner's init script)."""
+        wrapper = view.read("gradle/wrapper/gradle-wrapper.properties") or ""
+        m = re.search(r"gradle-([\d.]+)-", wrapper)
+        if view.exists("build.gradle.kts") or view.exists("settings.gradle.kts"):
+            raise InputError("Gradle project with a Kotlin build script: the offline image has Debian's Gradle "
+                              f"{GRADLE}, which predates the Kotlin DSL; only Maven projects and Groovy Gradle "
+                              f"builds that Gradle {GRADLE} runs are set up")
+        if m and not m.group(1).startswith("4."):
+            raise InputError(f"Gradle project: building it needs its wrapper's Gradle {m.group(1)}, whose distribution "
+                              "an offline image cannot download, and the plugins and dependencies of Gradle's "
+                              f"repositories; the image has Debian's Gradle {GRADLE} (set up instead: Maven projects)")
+        scripts = [f for f in view.files if f.rsplit("/", 1)[-1] in ("build.gradle", "settings.gradle")]
+        text = "\n".join(view.read(f) or "" for f in scripts)
+        if "useJUnitPlatform" in text:
+            raise InputError(f"Gradle project on JUnit 5 (useJUnitPlatform): that needs Gradle 4.6 or newer; the "
+                              f"offline image has Debian's Gradle {GRADLE}")
+        plugins = sorted(set(re.findall(r"""\bid\s*\(?\s*['"]([\w.-]+)['"]""", text)) - {"java", "java-library",
+                                                                                      "application"})
+        if plugins:
+            raise InputError(f"Gradle project using plugins from the Gradle plugin portal ({', '.join(plugins)}), "
+                              "which an offline image does not have")
+        coords = re.findall(r"""['"]([\w.-]+):([\w.-]+):([\w.${}-]+)['"]""", text)
+        junit = "testng" if any(g == "org.testng" for g, _, _ in coords) else "junit4"
+        pkgs = sorted({pkg for key, pkg in DEBIAN_ARTIFACTS.items() for g, a, _ in coords
+                       if key == g or key == f"{g}:{a}"})
+        steps = [Step("debian-libraries", APT + " ".join(pkgs) + APT_DONE)] if pkgs else []
+        notes = [f"Gradle {GRADLE} (Debian), offline, repositories replaced with {DEBIAN_REPO}; tests run with {junit}"]
+        if m:
+            notes.append(f"the wrapper's Gradle {m.group(1)} is not downloaded: Debian's Gradle {GRADLE} runs")
+        return Recipe(language=self.name, suite=DEFAULT_SUITE, toolchains=("gradle", "jdk"), steps=steps,
+                      framework="gradle", options={"repo": DEBIAN_REPO, "junit": junit}, notes=notes)
+
     def recipe(self, view: RepoView, *, python: str | None = None) -> Recipe:
         if python:
             raise InputError(f"--python {python} does not apply to a Java project")
         if not view.exists("pom.xml"):
             if view.exists("build.gradle") or view.exists("build.gradle.kts"):
-                wrapper = view.read("gradle/wrapper/gradle-wrapper.properties") or ""
-                m = re.search(r"gradle-([\d.]+)-", wrapper)
-                which = f"its wrapper's Gradle {m.group(1)}" if m else "a Gradle distribution"
-                raise InputError(f"Gradle project: building it needs {which} and its plugins and dependencies "
-                                 "from Gradle's repositories, none of which an offline image has (Debian's gradle "
-                                 "is 4.4, too old for current builds and for JDK 17); only Maven projects are "
-                                 "set up by the recipe")
-            raise InputError("no pom.xml at the repository root: not a Maven project")
+                return self.gradle_recipe(view)
+            raise InputError("no pom.xml or build.gradle at the repository root: not a Maven or Gradle project")
         notes: list[str] = []
         poms = read_poms(view)
         notes.append(f"read {len(poms)} POM(s): {', '.join(p.path for p in poms[:8])}")
@@ -266,9 +300,7 @@ class Java(Language):
                          "build; offline at test time")
         else:
             if pkgs:
-                steps.append(Step("debian-libraries", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive "
-                                  "apt-get install -y -qq --no-install-recommends " + " ".join(pkgs) +
-                                  " >/dev/null && apt-get clean && rm -rf /var/lib/apt/lists/*"))
+                steps.append(Step("debian-libraries", APT + " ".join(pkgs) + APT_DONE))
                 notes.append(f"libraries from Debian packages: {', '.join(pkgs)}")
             notes.append(f"dependencies from Debian's Maven repository ({DEBIAN_REPO}), offline; set {MIRROR_ENV} "
                          "to fetch others from a Maven repository mirror")
