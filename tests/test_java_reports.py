@@ -192,7 +192,8 @@ def test_a_report_rewritten_to_fewer_failures_than_surefire_printed_counts_for_n
     assert set(outcomes.values()) == {"error"} and len(outcomes) == 10
     assert "rewritten" in messages["com.acme.CalcTest.add"]
     # the same file with the console of a run that printed no failure for the class is believed
-    outcomes, _, _ = Maven().parse(str(rd), console.replace("Failures: 2, Errors: 1", "Failures: 0, Errors: 0"), [], {})
+    clean = "\n".join(ln for ln in console.splitlines() if "<<<" not in ln or " - in " in ln)
+    outcomes, _, _ = Maven().parse(str(rd), clean.replace("Failures: 2, Errors: 1", "Failures: 0, Errors: 0"), [], {})
     assert outcomes["com.acme.CalcTest.bad"] == "passed"
 
 
@@ -239,3 +240,34 @@ def test_the_gradle_command_is_offline_with_an_init_script_for_the_offline_repos
     assert gradle[-3:] == ["test", "--tests", "com.acme.CalcTest"]
     init = (rd / "envgen-init.gradle").read_text()
     assert "maven { url 'file:///usr/share/maven-repo' }" in init and "repositories.clear()" in init
+
+
+def test_a_failure_moved_to_another_test_in_a_rewritten_report_is_still_seen(tmp_path):
+    rd = tmp_path / "envgen-report-SAMPLE"
+    rd.mkdir()
+    (report,) = (SAMPLES / "junit4").glob("TEST-com.acme.SumParamTest*.xml")
+    text = report.read_text(encoding="utf-8")
+    # same failure count, on a test that does not exist: sums[2] "passes"
+    forged = text.replace('name="sums[2]"', 'name="sums[9]"')
+    (rd / report.name).write_text(forged, encoding="utf-8")
+    console = (SAMPLES / "junit4" / "console.txt").read_text(encoding="utf-8")
+    outcomes, messages, _ = Maven().parse(str(rd), console, [], {})
+    assert outcomes["com.acme.SumParamTest.sums[2]"] == "failed"
+    assert messages["com.acme.SumParamTest.sums[2]"] == "Surefire printed this test as failing"
+
+
+def test_a_nested_class_failure_printed_under_its_outer_class_adds_no_test(tmp_path):
+    rd = tmp_path / "envgen-report-SAMPLE"
+    rd.mkdir()
+    (report,) = (SAMPLES / "junit5").glob("TEST-*.xml")
+    text = report.read_text(encoding="utf-8").replace(
+        '<testcase name="deep" classname="com.acme.CalcTest$Inner(envgenreportSAMPLE)" time="0.096"/>',
+        '<testcase name="deep" classname="com.acme.CalcTest$Inner(envgenreportSAMPLE)" time="0.096">'
+        '<failure message="no">x</failure></testcase>')
+    (rd / report.name).write_text(text, encoding="utf-8")
+    console = (SAMPLES / "junit5" / "console.txt").read_text(encoding="utf-8").replace(
+        "Failures: 2, Errors: 1", "Failures: 3, Errors: 1").replace(
+        "[ERROR] boom ", "[ERROR] deep  Time elapsed: 0.1 s  <<< FAILURE!\n[ERROR] boom ")
+    outcomes, _, _ = Maven().parse(str(rd), console, [], {})
+    assert outcomes["com.acme.CalcTest$Inner.deep"] == "failed" and "com.acme.CalcTest.deep" not in outcomes
+    assert outcomes["com.acme.CalcTest.add"] == "passed"

@@ -200,9 +200,19 @@ class Maven(Runner):
                                                               "Surefire printed: it was rewritten")
                     else:
                         merge(outcomes, messages, tid, c.outcome, c.message)
+        console = parse_console(output)
         if outcomes:
+            # and a test it printed as failing is failing, whatever a report says
+            for tid, outcome in console.items():
+                if outcomes.get(tid) in (FAILED, ERROR):
+                    continue
+                cls, _, name = tid.rpartition(".")
+                if tid not in outcomes and any(k.startswith(cls + "$") and k.endswith("." + name) and
+                                               v in (FAILED, ERROR) for k, v in outcomes.items()):
+                    continue  # a nested class's failure, printed under its outer class
+                merge(outcomes, messages, tid, outcome, "Surefire printed this test as failing")
             return outcomes, messages, "junit"
-        return parse_console(output), {}, "console"
+        return console, {}, "console"
 
     def env(self, env: dict, tree: str, options: dict) -> dict:
         out = dict(env)
