@@ -116,7 +116,9 @@ DEFAULT_SUITE = "bookworm"
 TOOLCHAINS: dict[str, tuple[str, ...]] = {
     "node": ("nodejs", "npm"),
     "go": ("golang-go",),
-    "jdk": ("default-jdk-headless", "maven"),
+    "jdk": ("default-jdk-headless", "maven", "junit4", "junit5", "testng", "libsurefire-java",
+            "libmaven-compiler-plugin-java", "libmaven-resources-plugin-java"),
+    "gradle": ("gradle",),
     "gcc": ("gcc", "g++", "make", "cmake", "libc6-dev", "libgtest-dev", "libgmock-dev", "catch2", "pkg-config",
             "autoconf", "automake", "libtool"),
     "php": ("php-cli", "php-xml", "php-mbstring", "composer", "phpunit"),

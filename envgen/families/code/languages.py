@@ -10,13 +10,14 @@ from ...errors import InputError
 from .cxx import C, Cpp
 from .golang import Go
 from .lang import Language, RepoView
+from .java import Java
 from .node import JavaScript, TypeScript
 from .php import PHP
 from .python import Python
 
 
 def languages() -> dict[str, Language]:
-    return {lang.name: lang for lang in (Python(), Go(), JavaScript(), TypeScript(), C(), Cpp(), PHP())}
+    return {lang.name: lang for lang in (Python(), Go(), JavaScript(), TypeScript(), C(), Cpp(), PHP(), Java())}
 
 
 def get_language(name: str) -> Language:

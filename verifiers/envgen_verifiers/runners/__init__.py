@@ -7,11 +7,12 @@ from __future__ import annotations
 from .base import Runner
 from .cxx import CTest, MakeCheck
 from .golang import GoTest
+from .java import Gradle, Maven
 from .node import Jest, Mocha, Vitest
 from .phpunit import PHPUnit
 
 RUNNERS: dict[str, Runner] = {r.framework: r for r in (GoTest(), Jest(), Vitest(), Mocha(), CTest(), MakeCheck(),
-                                                         PHPUnit())}
+                                                         PHPUnit(), Maven(), Gradle())}
 
 
 def get(framework: str) -> Runner | None:

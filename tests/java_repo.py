@@ -1,0 +1,273 @@
+"""A small real Maven project for the Java tests: ``slugs`` (JUnit 5, dependencies from Debian's Maven repository).
+
+Commits after the initial one, each a candidate:
+
+- fix-digits: ``Slug.of`` dropped digits ("Top 10 Tips" gave "top-tips"); the fix and its test
+  ``keepsDigits`` (FAIL_TO_PASS), the other tests of ``SlugTest`` (plain, parameterised, nested,
+  non-ASCII) pass before and after (PASS_TO_PASS);
+- words: adds ``Words.count`` and a new test class ``WordsTest`` (it does not compile at the base
+  commit: its tests are missing there, hence failing);
+- readme: documentation only (filtered).
+
+The project has what real Maven projects have: a pom.xml with compiler settings and test dependency,
+a test resource (junit-platform.properties), a ``.mvn/maven.config``, ``.gitignore`` for ``target/``.
+Dates and identities are fixed, so commit ids are the same on every machine.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+POM = """\
+<?xml version="1.0" encoding="UTF-8"?>
+<project xmlns="http://maven.apache.org/POM/4.0.0"
+         xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+         xsi:schemaLocation="http://maven.apache.org/POM/4.0.0 http://maven.apache.org/xsd/maven-4.0.0.xsd">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>com.acme</groupId>
+  <artifactId>slugs</artifactId>
+  <version>1.0.0-SNAPSHOT</version>
+  <name>slugs</name>
+
+  <properties>
+    <maven.compiler.release>17</maven.compiler.release>
+    <project.build.sourceEncoding>UTF-8</project.build.sourceEncoding>
+    <junit.version>5.9.2</junit.version>
+  </properties>
+
+  <dependencies>
+    <dependency>
+      <groupId>org.junit.jupiter</groupId>
+      <artifactId>junit-jupiter</artifactId>
+      <version>${junit.version}</version>
+      <scope>test</scope>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+SLUG = """\
+package com.acme.text;
+
+import java.text.Normalizer;
+import java.util.Locale;
+
+/** URL slugs of titles: lower case ASCII words joined by dashes. */
+public final class Slug {
+    private Slug() {
+    }
+
+    public static String of(String title) {
+        String plain = Normalizer.normalize(title, Normalizer.Form.NFD).replaceAll("\\\\p{M}", "");
+        String dashed = plain.toLowerCase(Locale.ROOT).replaceAll("[^a-z]+", "-");
+        return dashed.replaceAll("^-+|-+$", "");
+    }
+}
+"""
+
+SLUG_TEST = """\
+package com.acme.text;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import org.junit.jupiter.api.Nested;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+class SlugTest {
+    @Test
+    void lowercasesWords() {
+        assertEquals("hello-world", Slug.of("Hello World"));
+    }
+
+    @Test
+    void stripsAccents() {
+        assertEquals("creme-brulee", Slug.of("Crème Brûlée"));
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"  padded  ", "--padded--", "padded!"})
+    void trimsSeparators(String title) {
+        assertEquals("padded", Slug.of(title));
+    }
+
+    @Nested
+    class Punctuation {
+        @Test
+        void collapsesRuns() {
+            assertEquals("a-b", Slug.of("a -- b"));
+        }
+    }
+}
+"""
+
+KEEPS_DIGITS = """
+    @Test
+    void keepsDigits() {
+        assertEquals("top-10-tips", Slug.of("Top 10 Tips"));
+    }
+}
+"""
+
+WORDS = """\
+package com.acme.text;
+
+/** Word counts of titles. */
+public final class Words {
+    private Words() {
+    }
+
+    public static int count(String title) {
+        String slug = Slug.of(title);
+        return slug.isEmpty() ? 0 : slug.split("-").length;
+    }
+}
+"""
+
+WORDS_TEST = """\
+package com.acme.text;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import org.junit.jupiter.api.Test;
+
+class WordsTest {
+    @Test
+    void countsWords() {
+        assertEquals(3, Words.count("Top 10 Tips"));
+    }
+
+    @Test
+    void emptyTitleHasNoWords() {
+        assertEquals(0, Words.count(" ?! "));
+    }
+}
+"""
+
+FIX_MSG = """Keep digits in slugs (fixes #3)
+
+Slug.of("Top 10 Tips") gave "top-tips": every character outside a-z was a
+separator, so numbers vanished from the URLs of numbered articles."""
+
+WORDS_MSG = "Add Words.count, the number of words of a title's slug"
+README_MSG = "Describe the project and how to run its tests with Maven"
+
+
+def _git(repo: Path, *args: str, date: str = "2024-03-01T00:00:00+0000") -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update({"GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com", "GIT_COMMITTER_NAME": "Dev",
+                "GIT_COMMITTER_EMAIL": "dev@example.com", "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date,
+                "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo)})
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def _write(repo: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        p = repo / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+
+
+def _commit(repo: Path, message: str, day: int) -> str:
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", message, date=f"2024-03-{day:02d}T12:00:00+0000")
+    return _git(repo, "rev-parse", "HEAD")
+
+
+SLUG_PATH = "src/main/java/com/acme/text/Slug.java"
+SLUG_TEST_PATH = "src/test/java/com/acme/text/SlugTest.java"
+WORDS_TEST_PATH = "src/test/java/com/acme/text/WordsTest.java"
+
+
+def make_slugs_repo(root: Path, *, upto: str = "readme") -> dict[str, str]:
+    """Create the repository at ``root``; return {"initial", "fix", "words", "readme": sha}, stopping after the
+    commit ``upto`` names (the Docker test builds the fix alone)."""
+    root.mkdir(parents=True, exist_ok=True)
+    _git(root, "init", "-q", "-b", "main")
+    _write(root, {"pom.xml": POM, SLUG_PATH: SLUG, SLUG_TEST_PATH: SLUG_TEST, ".gitignore": "target/\n",
+                  ".mvn/maven.config": "-ntp\n",
+                  "src/test/resources/junit-platform.properties": "junit.jupiter.testinstance.lifecycle.default = per_method\n",
+                  "README.md": "# slugs\n"})
+    shas = {"initial": _commit(root, "Slugs of titles: lower case ASCII words joined by dashes", 1)}
+
+    _write(root, {SLUG_PATH: SLUG.replace('"[^a-z]+"', '"[^a-z0-9]+"'),
+                  SLUG_TEST_PATH: SLUG_TEST.rstrip()[:-1].rstrip() + "\n" + KEEPS_DIGITS})
+    shas["fix"] = _commit(root, FIX_MSG, 2)
+    if upto == "fix":
+        return shas
+
+    _write(root, {"src/main/java/com/acme/text/Words.java": WORDS, WORDS_TEST_PATH: WORDS_TEST})
+    shas["words"] = _commit(root, WORDS_MSG, 3)
+
+    _write(root, {"README.md": "# slugs\n\nURL slugs of titles. Run the tests with `mvn test`.\n"})
+    shas["readme"] = _commit(root, README_MSG, 4)
+    return shas
+
+
+def diff(root: Path, base: str, head: str) -> str:
+    return _git(root, "diff", "--binary", "--full-index", base, head) + "\n"
+
+
+# ---------------------------------------------------------------- slugs-gradle: the same fix in a Gradle build
+
+BUILD_GRADLE = """\
+apply plugin: 'java'
+
+repositories {
+    mavenCentral()
+}
+
+dependencies {
+    testCompile 'junit:junit:4.13.2'
+}
+
+tasks.withType(JavaCompile) {
+    options.encoding = 'UTF-8'
+}
+"""
+
+GRADLE_SLUG_TEST = """\
+package com.acme.text;
+
+import static org.junit.Assert.assertEquals;
+
+import org.junit.Test;
+
+public class SlugTest {
+    @Test
+    public void lowercasesWords() {
+        assertEquals("hello-world", Slug.of("Hello World"));
+    }
+
+    @Test
+    public void stripsAccents() {
+        assertEquals("creme-brulee", Slug.of("Crème Brûlée"));
+    }
+}
+"""
+
+GRADLE_KEEPS_DIGITS = """
+    @Test
+    public void keepsDigits() {
+        assertEquals("top-10-tips", Slug.of("Top 10 Tips"));
+    }
+}
+"""
+
+
+def make_gradle_slugs_repo(root: Path) -> dict[str, str]:
+    """A Gradle (Groovy DSL, JUnit 4, ``mavenCentral()`` as real builds name it) version of ``slugs``: the
+    initial commit and the fix; return {"initial", "fix": sha}."""
+    root.mkdir(parents=True, exist_ok=True)
+    _git(root, "init", "-q", "-b", "main")
+    _write(root, {"build.gradle": BUILD_GRADLE, "settings.gradle": "rootProject.name = 'slugs'\n",
+                  SLUG_PATH: SLUG, SLUG_TEST_PATH: GRADLE_SLUG_TEST, ".gitignore": "build/\n.gradle/\n"})
+    shas = {"initial": _commit(root, "Slugs of titles, built with Gradle", 1)}
+    _write(root, {SLUG_PATH: SLUG.replace('"[^a-z]+"', '"[^a-z0-9]+"'),
+                  SLUG_TEST_PATH: GRADLE_SLUG_TEST.rstrip()[:-1].rstrip() + "\n" + GRADLE_KEEPS_DIGITS})
+    shas["fix"] = _commit(root, FIX_MSG, 2)
+    return shas

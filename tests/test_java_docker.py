@@ -1,0 +1,62 @@
+"""A Maven project through the code family in Docker: the jdk toolchain layer (OpenJDK 17, Maven, Debian's Maven
+repository), the task image whose check compiles the project offline, validation in a container without
+network, and episodes through ``gymnasium.make``: the oracle scores 1, the null policy 0.
+
+One build (module scope), one candidate (the repository up to the fix commit), one validation run per side, no
+red-team gate (tests/adversarial/test_java_attacks.py attacks the same verifier), so it stays within a few
+minutes on two cores once the jdk layer is built.
+"""
+
+from __future__ import annotations
+
+import gymnasium
+import pytest
+
+import envgen  # noqa: F401  (registers envgen/Pack-v0)
+from envgen.families.code import build_code
+from envgen.pack import load
+from envgen.policies.builtin import NullPolicy, OraclePolicy, rollout
+from envgen.sandbox.images import stderr_log
+
+try:
+    from .java_repo import make_slugs_repo
+except ImportError:  # tests/ is not a package: pytest puts it on sys.path
+    from java_repo import make_slugs_repo
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1200)]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("java-docker")
+    shas = make_slugs_repo(root / "slugs", upto="fix")
+    report = build_code(f"git:{root / 'slugs'}", root / "out", backend="docker", store=root / "state.sqlite",
+                        runs=1, gate=False, log=stderr_log)
+    return root, shas, report
+
+
+def test_validation_in_docker_finds_the_lists(built):
+    root, shas, report = built
+    assert report.packs == [f"slugs-{shas['fix'][:12]}"], report.rejections
+    task = load(root / "out" / report.packs[0]).tasks[0]
+    assert task.verifier.args["FAIL_TO_PASS"] == ["com.acme.text.SlugTest.keepsDigits"]
+    assert len(task.verifier.args["PASS_TO_PASS"]) == 6
+    runs = task.meta["validation"]["runs"]
+    assert [(r["mode"], r["source"], r["canary"]) for r in runs] == [("base", "junit", "failed"),
+                                                                     ("gold", "junit", "failed")]
+    (env,) = report.details["environments"].values()
+    assert env["tag"].startswith("envgen/repoenv:java-") and env["steps"] == []
+    assert load(root / "out" / report.packs[0]).manifest.image.base == "debian:bookworm+jdk"
+
+
+def test_oracle_scores_one_and_null_zero_through_gymnasium(built):
+    root, _, report = built
+    env = gymnasium.make("envgen/Pack-v0", pack=str(root / "out" / report.packs[0]), sandbox="docker")
+    try:
+        oracle = rollout(env.unwrapped, OraclePolicy())
+        null = rollout(env.unwrapped, NullPolicy())
+    finally:
+        env.close()
+    assert oracle.reward == 1.0, oracle.reward_details
+    assert oracle.reward_details["FAIL_TO_PASS"] == "1/1" and oracle.reward_details["PASS_TO_PASS"] == "6/6"
+    assert null.reward == 0.0
