@@ -9,7 +9,8 @@ log() { echo "setup-toolchains: $*" >&2; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo -n "$@"; else
   log "need root for: $*"; return 1; fi; }
 
-want=(golang-go golang-github-google-go-cmp-dev default-jdk-headless maven junit4 junit5 libsurefire-java
+want=(golang-go golang-github-google-go-cmp-dev default-jdk-headless maven junit4 junit5 testng libsurefire-java
+      libmaven-compiler-plugin-java libmaven-resources-plugin-java gradle
       gcc g++ make cmake libgtest-dev libgmock-dev catch2 autoconf automake libtool pkg-config php-cli php-xml php-mbstring phpunit composer)
 command -v node >/dev/null && command -v npm >/dev/null || want+=(nodejs npm)
 missing=()
