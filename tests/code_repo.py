@@ -132,7 +132,7 @@ def _write(repo: Path, files: dict[str, str]) -> None:
     for rel, text in files.items():
         p = repo / rel
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
+        p.write_text(text, encoding="utf-8")
 
 
 def _commit(repo: Path, message: str, day: int) -> str:

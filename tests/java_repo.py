@@ -16,9 +16,12 @@ Dates and identities are fixed, so commit ids are the same on every machine.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
+
+try:
+    from .code_repo import _commit, _git, _write
+except ImportError:  # tests/ is not a package: pytest puts it on sys.path
+    from code_repo import _commit, _git, _write
 
 POM = """\
 <?xml version="1.0" encoding="UTF-8"?>
@@ -154,28 +157,6 @@ separator, so numbers vanished from the URLs of numbered articles."""
 
 WORDS_MSG = "Add Words.count, the number of words of a title's slug"
 README_MSG = "Describe the project and how to run its tests with Maven"
-
-
-def _git(repo: Path, *args: str, date: str = "2024-03-01T00:00:00+0000") -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update({"GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com", "GIT_COMMITTER_NAME": "Dev",
-                "GIT_COMMITTER_EMAIL": "dev@example.com", "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date,
-                "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo)})
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=env).stdout.strip()
-
-
-def _write(repo: Path, files: dict[str, str]) -> None:
-    for rel, text in files.items():
-        p = repo / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
-
-
-def _commit(repo: Path, message: str, day: int) -> str:
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", message, date=f"2024-03-{day:02d}T12:00:00+0000")
-    return _git(repo, "rev-parse", "HEAD")
 
 
 SLUG_PATH = "src/main/java/com/acme/text/Slug.java"

@@ -27,6 +27,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+try:
+    from .code_repo import _commit, _git, _write
+except ImportError:  # tests/ is not a package: pytest puts it on sys.path
+    from code_repo import _commit, _git, _write
+
 COMPOSER_JSON = """\
 {
     "name": "acme/money",
@@ -231,29 +236,6 @@ ALLOCATE_MSG = """Add Money::allocate to split an amount in equal shares
 Splitting 1.00 EUR three ways gives 0.34, 0.33 and 0.33: the remainder
 goes to the first shares, so nothing is lost."""
 README_MSG = "Say in the README how to run the test suite with PHPUnit after installing"
-
-
-def _git(repo: Path, *args: str, date: str = "2024-03-01T00:00:00+0000") -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update({"GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com", "GIT_COMMITTER_NAME": "Dev",
-                "GIT_COMMITTER_EMAIL": "dev@example.com", "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date,
-                "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo)})
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=env).stdout.strip()
-
-
-def _write(repo: Path, files: dict[str, str]) -> None:
-    for rel, text in files.items():
-        path = repo / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-
-
-def _commit(repo: Path, message: str, day: int) -> str:
-    date = f"2024-03-{day:02d}T12:00:00+0000"
-    _git(repo, "add", "-A", date=date)
-    _git(repo, "commit", "-q", "-m", message, date=date)
-    return _git(repo, "rev-parse", "HEAD")
 
 
 def money_source(*, fixed: bool, allocate: bool) -> str:
