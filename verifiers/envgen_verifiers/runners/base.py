@@ -16,7 +16,6 @@ Test ids are each ecosystem's own spelling, stable across runs: ``pkg/path.TestN
 from __future__ import annotations
 
 import os
-import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
@@ -65,10 +64,7 @@ def junit_cases(text: str) -> list[Case]:
             elif child.tag == "testcase":
                 out.append(_case(child, suite))
 
-    if root.tag == "testsuite":
-        walk(root, root.get("name") or "")
-    else:
-        walk(root, root.get("name") or "")
+    walk(root, root.get("name") or "")
     return out
 
 
@@ -163,11 +159,3 @@ class Runner:
 def under(path: str, parts) -> bool:
     """Whether any component of ``path`` is one of ``parts``."""
     return any(p in parts for p in path.split("/"))
-
-
-_SAFE = re.compile(r"[^A-Za-z0-9_]")
-
-
-def ident(text: str) -> str:
-    """An identifier made of ``text`` (for canary names in languages with stricter identifiers)."""
-    return _SAFE.sub("_", text)
