@@ -25,6 +25,32 @@ from ..store import Base, Store, dialect_insert, retry_transient
 LOCK_WAIT_S = 120.0
 """How long a ledger write keeps retrying a locked store before giving up with a message."""
 
+
+class Rollout(Base):
+    __tablename__ = "check_rollouts"
+    __table_args__ = (UniqueConstraint("pack_version", "policy", "sandbox", "image", "seed", "task_id", "idx"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    pack_version: Mapped[str] = mapped_column(String(80), index=True)
+    policy: Mapped[str] = mapped_column(String(500))
+    sandbox: Mapped[str] = mapped_column(String(32))
+    """The sandbox backend the rollout ran in: local or docker (auto is resolved before)."""
+    image: Mapped[str] = mapped_column(String(200), default="")
+    """Docker: the pack image as ``TAG@IMAGE_ID`` (recipe tag and the engine's id); empty for the local backend."""
+    seed: Mapped[int] = mapped_column(Integer)
+    task_id: Mapped[str] = mapped_column(String(200))
+    idx: Mapped[int] = mapped_column(Integer)
+    reward: Mapped[float] = mapped_column(Float)
+    passed: Mapped[bool]
+    turns: Mapped[int] = mapped_column(Integer, default=0)
+    tokens: Mapped[int] = mapped_column(Integer, default=0)
+    seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    step_latencies: Mapped[list] = mapped_column(JSON, default=list)
+    error: Mapped[str | None] = mapped_column(String(2000), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
+                                                 default=lambda: datetime.now(timezone.utc))
+
+
 class RolloutLedger:
     """The recorded rollouts of one (pack version, policy, sandbox backend, image, seed)."""
 
