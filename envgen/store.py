@@ -31,8 +31,12 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import socket
+import threading
 import time
+import uuid
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
@@ -338,6 +342,21 @@ def dialect_insert(engine_or_session: Engine | Session, table: Any):
     return insert(table)
 
 
+def worker_id() -> str:
+    """An owner name for claims unique to this process: host, pid and a random part (pids are reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class Lease:
+    """A claim held inside ``Store.lease``; ``lost`` is set once another worker has taken the key over."""
+
+    run_id: str
+    key: str
+    owner: str
+    lost: threading.Event = field(default_factory=threading.Event)
+
+
 class Store:
     """Sessions and the few operations the pipelines need, each in its own short transaction."""
 
@@ -521,6 +540,43 @@ class Store:
         return self.write(lambda s: s.execute(update(Claim).where(
             Claim.run_id == run_id, Claim.key == key, Claim.owner == owner, Claim.status == "claimed",
         ).values(status="done", updated_at=_now())).rowcount == 1, "finishing a claim")
+
+    @contextmanager
+    def lease(self, run_id: str, key: str, owner: str | None = None, lease_s: float = 300.0) -> Iterator[Lease | None]:
+        """``claim`` as a context: yields a ``Lease`` when won (None when not: skip the work). While the body
+        runs, a daemon thread renews the lease every ``lease_s / 3`` seconds; a failed renewal sets
+        ``lease.lost`` (another worker took the key over: stop and publish nothing). Leaving the body
+        normally marks the key ``done``; leaving it by an exception ``release``s it for another worker."""
+        owner = owner or worker_id()
+        if not self.claim(run_id, key, owner, lease_s):
+            yield None
+            return
+        held = Lease(run_id, key, owner)
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(lease_s / 3):
+                try:
+                    ok = self.heartbeat(run_id, key, owner, lease_s)
+                except Exception:
+                    ok = True  # the store is briefly unreachable: the lease may still hold, try again
+                if not ok:
+                    held.lost.set()
+                    return
+
+        beat = threading.Thread(target=renew, name=f"lease:{key}", daemon=True)
+        beat.start()
+        try:
+            yield held
+        except BaseException:
+            stop.set()
+            beat.join()
+            self.release(run_id, key, owner)
+            raise
+        stop.set()
+        beat.join()
+        if not self.done(run_id, key, owner):
+            held.lost.set()
 
     def claims(self, run_id: str) -> list[Claim]:
         """Every claim of a run (held, expired or done), in key order."""

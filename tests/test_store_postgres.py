@@ -277,3 +277,18 @@ def _opener(url: str, barrier) -> bool:
     barrier.wait(60)
     Store(url)
     return True
+
+
+def test_lease_context_renews_marks_done_and_releases_on_error(store_url_):
+    store = Store(store_url_)
+    with store.lease(RUN, "a", "w1", lease_s=0.6) as held:
+        assert held is not None and held.owner == "w1"
+        time.sleep(1.0)  # longer than the lease: only the renewals keep it
+        assert not store.claim(RUN, "a", "w2", lease_s=0.6) and not held.lost.is_set()
+    assert [(c.key, c.status) for c in store.claims(RUN)] == [("a", "done")]
+    with store.lease(RUN, "a", "w2") as held:
+        assert held is None  # done: nobody does it again
+    with pytest.raises(RuntimeError):
+        with store.lease(RUN, "b", "w1", lease_s=30):
+            raise RuntimeError("the work failed")
+    assert store.claim(RUN, "b", "w2", lease_s=30)  # released at once, not after 30 s
