@@ -21,6 +21,7 @@ import pytest
 from sqlalchemy import func, select
 
 from envgen.errors import InputError
+from envgen.passcheck.check import check
 from envgen.passcheck.ledger import Rollout, RolloutLedger
 from envgen.passcheck.rules import Outcome
 from envgen.retrieval.pages import SearchCache, SearchCall
@@ -225,10 +226,8 @@ def test_two_checks_of_one_pack_share_a_postgres_ledger(postgres_url, tmp_path):
     with store.session() as s:
         rows = s.execute(select(Rollout.task_id, Rollout.idx)).all()
     assert len(rows) == len(set(rows)) == 6 * k  # every rollout once, though both checks ran some
-    again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-    assert again.returncode == 0, again.stderr[-2000:]
-    summary = json.loads(again.stdout)
-    assert summary["rollouts_this_run"] == 0 and summary["resumed_rollouts"] == 6 * k
+    again = check(str(pack.root), "null", k=k, workers=2, store_url=postgres_url)  # a third, in process
+    assert again.rollouts_spent == 0 and again.resumed == 6 * k
 
 
 # ----------------------------------------------------------------------------- URLs and errors
