@@ -61,9 +61,9 @@ from sqlalchemy import (
     make_url,
     or_,
     select,
-    text,
     update,
 )
+from sqlalchemy import text as sql_text
 from sqlalchemy.exc import DBAPIError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
@@ -256,6 +256,14 @@ def engine_for(url: str | os.PathLike | None = None) -> Engine:
     if engine is None:
         shown = shown_url(resolved)
         try:
+            backend = make_url(resolved).get_backend_name()
+        except Exception as e:
+            raise InputError(f"the state store {shown}: not a database URL ({type(e).__name__}); use a SQLite path "
+                             "or postgresql://USER:PASSWORD@HOST:PORT/DATABASE") from None
+        if backend not in ("sqlite", "postgresql"):
+            raise InputError(f"the state store {shown}: {backend} is not supported (concurrent writers need "
+                             "INSERT ... ON CONFLICT); use a SQLite path or a postgresql:// URL")
+        try:
             if resolved.startswith("sqlite"):
                 engine = create_engine(resolved, connect_args={"timeout": 30})
                 event.listen(engine, "connect", _sqlite_pragmas)
@@ -372,19 +380,22 @@ class Store:
         On PostgreSQL an advisory lock makes concurrent creators take turns (CREATE TABLE of one name by two
         sessions at once fails on the catalog's unique index otherwise). On SQLite another process may create
         a table between the check and the CREATE; that, or its write lock, is retried a few times.
-        Each process does this once per store and set of tables.
+        On a server, each process does this once per store and set of tables (a SQLite file is checked
+        every time: it is local, and may have been deleted and made again).
         """
         names = frozenset(Base.metadata.tables)
         ensured = (os.getpid(), self.url)
-        if _ENSURED.get(ensured) == names:
-            return
         if self.engine.dialect.name == "postgresql":
+            if _ENSURED.get(ensured) == names:
+                return
+
             def create() -> None:
                 with self.engine.begin() as con:
-                    con.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _DDL_LOCK})
+                    con.execute(sql_text("SELECT pg_advisory_xact_lock(:k)"), {"k": _DDL_LOCK})
                     Base.metadata.create_all(con)
 
             retry_transient(create, "creating the state store's tables")
+            _ENSURED[ensured] = names
         else:
             for attempt in range(20):
                 try:
@@ -395,7 +406,6 @@ class Store:
                     if attempt == 19 or not ("already exists" in msg or "locked" in msg or "busy" in msg):
                         raise
                     time.sleep(0.05 * (attempt + 1))
-        _ENSURED[ensured] = names
 
     @contextmanager
     def session(self) -> Iterator[Session]:

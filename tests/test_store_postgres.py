@@ -291,3 +291,8 @@ def test_lease_context_renews_marks_done_and_releases_on_error(store_url_):
         with store.lease(RUN, "b", "w1", lease_s=30):
             raise RuntimeError("the work failed")
     assert store.claim(RUN, "b", "w2", lease_s=30)  # released at once, not after 30 s
+
+
+def test_other_databases_are_refused_up_front():
+    with pytest.raises(InputError, match=r"mysql is not supported.*postgresql://"):
+        Store("mysql://u:pw@127.0.0.1:1/db")
