@@ -248,8 +248,8 @@ def engine_for(url: str | os.PathLike | None = None) -> Engine:
 
     SQLite gets WAL and a busy timeout, so a build, a check and a progress view can share one file.
     A server (PostgreSQL) gets a connect timeout and a liveness check before a pooled connection is reused.
-    Engines are per process: a forked worker opens its own instead of sharing its parent's connections.
-    A missing driver or an unreachable server is an ``InputError`` naming the URL (without its password).
+    Engines are per process: a forked worker opens its own instead of sharing its parent's connections
+    (``_forget_parent_engines``). A missing driver or an unreachable server is an ``InputError`` naming the URL (without its password).
     """
     resolved = store_url(url)
     engine = _ENGINES.get((os.getpid(), resolved))
@@ -288,6 +288,18 @@ def engine_for(url: str | os.PathLike | None = None) -> Engine:
                              f"{_scrub(e, resolved)}") from None
         _ENGINES[(os.getpid(), resolved)] = engine
     return engine
+
+
+def _forget_parent_engines() -> None:
+    """In a forked child: drop the parent's pooled connections without closing them (closing would end the
+    parent's sessions on the shared sockets); the child opens its own. SQLAlchemy's documented fork recipe."""
+    for engine in _ENGINES.values():
+        engine.dispose(close=False)
+    _ENGINES.clear()
+    _ENSURED.clear()
+
+
+os.register_at_fork(after_in_child=_forget_parent_engines)
 
 
 def _scrub(e: BaseException, url: str) -> str:

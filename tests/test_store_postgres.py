@@ -297,3 +297,18 @@ def test_lease_context_renews_marks_done_and_releases_on_error(store_url_):
 def test_other_databases_are_refused_up_front():
     with pytest.raises(InputError, match=r"mysql is not supported.*postgresql://"):
         Store("mysql://u:pw@127.0.0.1:1/db")
+
+
+def _inherited(store: Store, barrier) -> int:
+    barrier.wait(60)
+    store.add_error(RUN, None, "child", "written through the parent's Store object")
+    return len(store.errors(RUN))
+
+
+def test_a_store_inherited_by_a_forked_child_leaves_the_parents_connections_alone(store_url_):
+    store = Store(store_url_)
+    store.open_run(RUN, "test", {})
+    store.add_error(RUN, None, "parent", "before the fork")  # a pooled connection now exists in the parent
+    assert _spawn(_inherited, lambda i: (store,), 3)
+    store.add_error(RUN, None, "parent", "after the fork")  # would fail if a child had closed the shared socket
+    assert sorted(e.kind for e in store.errors(RUN)) == ["child"] * 3 + ["parent"] * 2
