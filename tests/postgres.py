@@ -57,7 +57,8 @@ class PostgresServer:
 
     def __init__(self):
         self.bin = pg_bin()
-        self.root = Path(tempfile.mkdtemp(prefix="envgen-pg-"))
+        # as root, under /tmp: a TMPDIR inside root's home would be out of the server user's reach
+        self.root = Path(tempfile.mkdtemp(prefix="envgen-pg-", dir="/tmp" if os.geteuid() == 0 else None))
         self.data = self.root / "data"
         self.sock = self.root / "sock"
         self.log = self.root / "server.log"
