@@ -80,7 +80,6 @@ class Server:
                 self.proc.wait(15)
             except subprocess.TimeoutExpired:
                 self.kill()
-        self.log.close()
 
     def output(self) -> str:
         """What the server printed so far (its token line, warnings, tracebacks)."""

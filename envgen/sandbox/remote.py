@@ -127,6 +127,23 @@ class _Loop:
             raise
 
 
+async def _exchange(client, message: dict, timeout: float) -> dict:
+    """EnvClient's send-and-receive, except that a send on a connection the server has just closed still
+    reads the answer the server left before closing (its busy answer comes right after the handshake)."""
+    from websockets.exceptions import ConnectionClosed
+
+    await client._ensure_connected()
+    try:
+        await client._ws.send(json.dumps(message))
+    except ConnectionClosed:
+        pass  # recv below returns what the server sent before closing, or raises
+    response = json.loads(await asyncio.wait_for(client._ws.recv(), timeout))
+    if response.get("type") == "error":
+        err = response.get("data", {})
+        raise RuntimeError(f"Server error: {err.get('message', 'unknown error')} (code: {err.get('code', '?')})")
+    return response.get("data", {})
+
+
 class ServerBusy(SandboxError):
     """The server is at its session cap (its "busy" answer)."""
 
@@ -164,11 +181,8 @@ class RemoteSandbox(Sandbox):
     def _send(self, kind: str, data: dict, timeout: float) -> dict:
         """One OpenEnv message and its reply payload; raises ConnectionError (lost), ServerBusy, or
         RuntimeError (the server's error answer)."""
-        client = self._client
-        msg = {"type": kind, "data": data}
-        client._message_timeout = timeout
         try:
-            return _Loop.run(client._send_and_receive(msg), timeout + 1.0).get("data", {})
+            return _Loop.run(_exchange(self._client, {"type": kind, "data": data}, timeout), timeout + 1.0)
         except RuntimeError as e:
             if BUSY_CODE in str(e):
                 raise ServerBusy(f"{self.url} is busy (at its session cap): {e}") from None
@@ -198,7 +212,10 @@ class RemoteSandbox(Sandbox):
             self._client = _client_class()(self.url, self.token, connect_timeout_s=self.connect_timeout,
                                            message_timeout_s=self.connect_timeout)
             try:
-                _Loop.run(self._client.connect(), self.connect_timeout + 1.0)
+                try:
+                    _Loop.run(self._client.connect(), self.connect_timeout + 1.0)
+                except Exception as e:  # refused, unreachable, HTTP 401 at the handshake, timed out
+                    raise ConnectionError(f"cannot connect to {self.url} ({type(e).__name__}: {e})") from None
                 data = self._send("reset", {"mode": SANDBOX_MODE, "pack": self.pack.manifest.name,
                                             "version": self.pack.manifest.version},
                                   max(60.0, self.limits.step_timeout_s) + NETWORK_GRACE_S)
