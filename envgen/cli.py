@@ -506,7 +506,7 @@ def serve(
     """Serve packs' episodes over the network: OpenEnv sessions (WebSocket /ws) any EnvClient can drive, and the
     remote sandbox backend (--sandbox remote:URL elsewhere). /health is open; /metrics and /ws need the token."""
     from .pack.resolve import open_pack
-    from .serve import serve as run_server
+    from .serve.server import serve as run_server
 
     opened = [open_pack(p, allow_modified=allow_modified, log=_say) for p in packs]
     run_server(opened, host=host, port=port, token=token, no_token=no_token, backend=sandbox,

@@ -31,7 +31,7 @@ import secrets
 import threading
 import time
 from collections import Counter, deque
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from ..errors import EnvgenError, InputError, SandboxError
 from ..episodes.gym import PackEnv
@@ -405,3 +405,24 @@ def build_app(packs: list[Pack], *, backend: str = "local", token: str | None = 
     gate = TokenGate(app, token)
     gate.service, gate.server = service, server
     return gate
+
+
+def serve(packs: list[Pack], *, host: str = "127.0.0.1", port: int = 8000, token: str | None = None,
+          no_token: bool = False, backend: str = "local", max_sessions: int = 8, idle_timeout_s: float = 300.0,
+          pool: bool = False, log: Callable[[str], None] = print, **uvicorn_options: Any) -> None:
+    """Serve `packs` until interrupted. The token is `token`, else a new one (printed through `log`); none
+    only with ``no_token`` on a loopback host."""
+    import uvicorn
+
+    token = resolve_token(token, no_token, host)
+    options = {"pool": True} if pool and backend in ("docker", "auto") else {}
+    app = build_app(packs, backend=backend, token=token, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s,
+                    sandbox_options=options)
+    names = ", ".join(f"{p.manifest.name}@{p.manifest.version[:12]}" for p in packs)
+    log(f"serving {names} on http://{host}:{port} (sandbox {backend}, at most {max_sessions} sessions, "
+        f"idle sessions closed after {idle_timeout_s:g} s)")
+    log(f"token: {token}" if token else "no token required (loopback only)")
+    log(f"connect: OpenEnv EnvClient(base_url='http://{host}:{port}') with Authorization: Bearer TOKEN, or "
+        f"sandbox='remote:http://{host}:{port}' with ENVGEN_SERVE_TOKEN set")
+    uvicorn.run(app, host=host, port=port, log_level=uvicorn_options.pop("log_level", "warning"),
+                ws_max_size=64 << 20, **uvicorn_options)
