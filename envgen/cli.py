@@ -502,6 +502,7 @@ def serve(
     pool: bool = typer.Option(True, "--pool/--no-pool", help="Docker: take containers from a warm pool "
                               "(ENVGEN_POOL_SIZE per image)."),
     allow_modified: bool = AllowModifiedOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the address and token as one JSON document, then serve."),
 ):
     """Serve packs' episodes over the network: OpenEnv sessions (WebSocket /ws) any EnvClient can drive, and the
     remote sandbox backend (--sandbox remote:URL elsewhere). /health is open; /metrics and /ws need the token."""
@@ -510,7 +511,8 @@ def serve(
 
     opened = [open_pack(p, allow_modified=allow_modified, log=_say) for p in packs]
     run_server(opened, host=host, port=port, token=token, no_token=no_token, backend=sandbox,
-               max_sessions=max_sessions, idle_timeout_s=idle_timeout, pool=pool, log=_say)
+               max_sessions=max_sessions, idle_timeout_s=idle_timeout, pool=pool, log=_say,
+               on_start=_emit_json if as_json else None)
 
 
 def _find_packs(directory: Path) -> list[Path]:

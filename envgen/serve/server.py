@@ -409,20 +409,27 @@ def build_app(packs: list[Pack], *, backend: str = "local", token: str | None = 
 
 def serve(packs: list[Pack], *, host: str = "127.0.0.1", port: int = 8000, token: str | None = None,
           no_token: bool = False, backend: str = "local", max_sessions: int = 8, idle_timeout_s: float = 300.0,
-          pool: bool = False, log: Callable[[str], None] = print, **uvicorn_options: Any) -> None:
-    """Serve `packs` until interrupted. The token is `token`, else a new one (printed through `log`); none
-    only with ``no_token`` on a loopback host."""
+          pool: bool = False, log: Callable[[str], None] = print,
+          on_start: Callable[[dict[str, Any]], None] | None = None, **uvicorn_options: Any) -> None:
+    """Serve `packs` until interrupted. The token is `token`, else a new one; none only with ``no_token`` on a
+    loopback host. What a client needs (address, token) goes to `on_start` as a dict, else to `log` as lines."""
     import uvicorn
 
     token = resolve_token(token, no_token, host)
     options = {"pool": True} if pool and backend in ("docker", "auto") else {}
     app = build_app(packs, backend=backend, token=token, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s,
                     sandbox_options=options)
-    names = ", ".join(f"{p.manifest.name}@{p.manifest.version[:12]}" for p in packs)
-    log(f"serving {names} on http://{host}:{port} (sandbox {backend}, at most {max_sessions} sessions, "
-        f"idle sessions closed after {idle_timeout_s:g} s)")
-    log(f"token: {token}" if token else "no token required (loopback only)")
-    log(f"connect: OpenEnv EnvClient(base_url='http://{host}:{port}') with Authorization: Bearer TOKEN, or "
-        f"sandbox='remote:http://{host}:{port}' with ENVGEN_SERVE_TOKEN set")
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+    info = {"url": url, "token": token, "packs": {p.manifest.name: p.manifest.version for p in packs},
+            "sandbox": backend, "max_sessions": max_sessions, "idle_timeout_s": idle_timeout_s}
+    if on_start is not None:
+        on_start(info)
+    else:
+        names = ", ".join(f"{p.manifest.name}@{p.manifest.version[:19]}" for p in packs)
+        log(f"serving {names} on {url} (sandbox {backend}, at most {max_sessions} sessions, idle sessions "
+            f"closed after {idle_timeout_s:g} s)")
+        log(f"token: {token}" if token else "no token required (loopback only)")
+        log(f"connect: an OpenEnv EnvClient on {url} with Authorization: Bearer TOKEN (or the token as the URL's "
+            f"password), or sandbox='remote:{url}' with ENVGEN_SERVE_TOKEN set")
     uvicorn.run(app, host=host, port=port, log_level=uvicorn_options.pop("log_level", "warning"),
                 ws_max_size=64 << 20, **uvicorn_options)
