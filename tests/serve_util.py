@@ -22,14 +22,15 @@ def free_port() -> int:
 
 
 class Server:
-    """``python -m envgen serve PACKS ARGS`` on a free loopback port; ``url``, ``token``, ``pid``."""
+    """``python -m envgen serve PACKS ARGS`` on a free loopback port; ``url``, ``token``, ``pid``. ``token``:
+    the one to give, None for --no-token, "" to let the server generate one (it is then in `output`)."""
 
     def __init__(self, packs: list[str], *args: str, token: str | None = "test-token-123", timeout: float = 60.0):
         self.port = free_port()
         self.token = token
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [sys.executable, "-m", "envgen", "serve", *packs, "--port", str(self.port), *args]
-        cmd += ["--token", token] if token else ["--no-token"]
+        cmd += ["--token", token] if token else [] if token == "" else ["--no-token"]  # "": generated
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         env.pop("ENVGEN_SERVE_TOKEN", None)
         import tempfile

@@ -258,3 +258,29 @@ def test_no_token_is_refused_off_loopback():
         resolve_token(None, True, "0.0.0.0")
     with pytest.raises(InputError, match="choose one"):
         resolve_token("t", True, "127.0.0.1")
+
+
+def test_the_command_refuses_no_token_off_loopback_in_one_line(pack_dir):
+    import subprocess
+    import sys
+
+    from serve_util import ROOT
+
+    r = subprocess.run([sys.executable, "-m", "envgen", "serve", pack_dir, "--no-token", "--host", "0.0.0.0"],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT,
+                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "error: --no-token is only allowed on a loopback address (127.0.0.1, ::1), not '0.0.0.0'"]
+
+
+def test_a_token_is_generated_and_printed_when_none_is_given(pack_dir):
+    import re
+
+    s = Server([pack_dir], "--json", token="")
+    try:
+        token = re.search(r'"token": "([^"]+)"', s.output()).group(1)
+        assert len(token) >= 24
+        assert httpx.get(s.url + "/metrics").status_code == 401
+        assert httpx.get(s.url + "/metrics", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    finally:
+        s.stop()
