@@ -507,6 +507,9 @@ def serve(
     """Serve packs' episodes over the network: OpenEnv sessions (WebSocket /ws) any EnvClient can drive, and the
     remote sandbox backend (--sandbox remote:URL elsewhere). /health is open; /metrics and /ws need the token."""
     from .pack.resolve import open_pack
+    from .serve import resolve_token
+
+    token = resolve_token(token, no_token, host)  # refused before the server's (slow) imports
     from .serve.server import serve as run_server
 
     opened = [open_pack(p, allow_modified=allow_modified, log=_say) for p in packs]

@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import hmac
 import logging
-import secrets
 import threading
 import time
 from collections import Counter, deque
@@ -38,6 +37,7 @@ from ..episodes.gym import PackEnv
 from ..pack.format import Pack
 from ..sandbox import open_sandbox
 from ..sandbox.remote import PREFIX as REMOTE_PREFIX, SANDBOX_MODE
+from . import resolve_token
 
 try:
     from openenv.core.env_server.http_server import HTTPEnvServer
@@ -175,7 +175,8 @@ class EnvgenEnvironment(Environment):
         self._closed = False
         self._last = time.monotonic()
         self._state = State(episode_id=None, step_count=0)
-        service.metrics.bump("sessions.opened")
+        self._counted = False
+        """Counted in the metrics from its first message: OpenEnv also builds an instance at start to probe it."""
         with service._lock:
             service.live.add(self)
 
@@ -198,9 +199,10 @@ class EnvgenEnvironment(Environment):
         self._closed = True
         m = self.service.metrics
         idle = self.service.idle_timeout_s
-        if idle is not None and time.monotonic() - self._last >= idle:
-            m.bump("sessions.reaped")
-        m.bump("sessions.closed")
+        if self._counted:
+            if idle is not None and time.monotonic() - self._last >= idle:
+                m.bump("sessions.reaped")
+            m.bump("sessions.closed")
         self._drop_sandbox()
         with self.service._lock:
             self.service.live.discard(self)
@@ -212,6 +214,9 @@ class EnvgenEnvironment(Environment):
             raise SandboxError("this session is closed (idle too long, or the server is stopping); "
                                "open a new connection")
         self._last = time.monotonic()
+        if not self._counted:
+            self._counted = True
+            self.service.metrics.bump("sessions.opened")
         t0, failed = time.perf_counter(), True
         try:
             obs = fn()
@@ -314,29 +319,6 @@ class EnvgenEnvironment(Environment):
 
 
 # ---------------------------------------------------------------- access
-
-
-def is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def resolve_token(token: str | None, no_token: bool, host: str) -> str | None:
-    """The token the server requires: the one given, else a new random one; None only with ``no_token`` on
-    a loopback address (anyone who can reach a non-loopback port would get a sandbox)."""
-    if no_token:
-        if token:
-            raise InputError("--no-token and a token (--token or ENVGEN_SERVE_TOKEN) together: choose one")
-        if not is_loopback(host):
-            raise InputError(f"--no-token is only allowed on a loopback address (127.0.0.1, ::1), not {host!r}")
-        return None
-    return token or secrets.token_urlsafe(24)
 
 
 class TokenGate:
