@@ -117,17 +117,27 @@ def test_past_the_cap_a_new_session_is_told_the_server_is_busy(server, pack_dir)
         assert not c.reset(task_id="tiny-0").done
 
 
-def test_an_idle_session_is_reaped_and_its_sandbox_closed(server):
+def test_an_idle_session_is_reaped_and_its_sandbox_closed(server, pack_dir):
+    from envgen.pack.resolve import open_pack
+    from envgen.sandbox import open_sandbox
+
     before = idle(server)["sessions"]["reaped"]
     c = GenericEnvClient(base_url=server.auth_url).sync()
     c.connect()
     c.reset(task_id="tiny-0")
-    assert server.metrics()["sandboxes"]["open"] == 1
+    sbx = open_sandbox(open_pack(pack_dir), f"remote:{server.url}?token={server.token}")
+    sbx.reset()
+    assert server.metrics()["sandboxes"]["open"] == 2
     m = server.wait_metrics(lambda m: m["sandboxes"]["open"] == 0, timeout=IDLE + 10)  # reaper ticks every 5 s
-    assert m["sandboxes"]["open"] == 0 and m["sessions"]["reaped"] == before + 1
+    assert m["sandboxes"]["open"] == 0 and m["sessions"]["reaped"] == before + 2
     with pytest.raises(RuntimeError, match="session is closed"):
         c.step({"message": ""})
     c.close()
+    try:  # the remote backend's next episode gets a new session
+        sbx.reset()
+        assert sbx.call("add", {"a": 1, "b": 2}).content == "3" and sbx.reconnects == 1
+    finally:
+        sbx.close()
 
 
 def test_bad_requests_get_clear_errors_and_the_session_goes_on(server, pack_dir):

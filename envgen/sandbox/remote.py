@@ -247,22 +247,23 @@ class RemoteSandbox(Sandbox):
     # -- public API (the Sandbox contract)
 
     def reset(self) -> None:
+        """A fresh episode on the server. A session that is gone (lost connection, reaped while idle, server
+        restarted) is replaced by a new one, once; a second failure is a SandboxError."""
         if self._client is None or self._lost is not None:
             if self._lost is not None:
                 self.reconnects += 1
             self._open_session()
-        try:
-            self._send("step", {"op": "reset"}, max(60.0, self.limits.step_timeout_s) + NETWORK_GRACE_S)
-        except ConnectionError:
-            self.reconnects += 1
-            self._open_session()  # one retried session; a second failure is the caller's SandboxError
+        timeout = max(60.0, self.limits.step_timeout_s) + NETWORK_GRACE_S
+        for attempt in (1, 2):
             try:
-                self._send("step", {"op": "reset"}, max(60.0, self.limits.step_timeout_s) + NETWORK_GRACE_S)
+                self._send("step", {"op": "reset"}, timeout)
+                break
             except (ConnectionError, RuntimeError) as e:
                 self._lose(str(e))
-                raise SandboxError(f"pack {self.pack.manifest.name!r}: reset on {self.url} failed: {e}") from None
-        except RuntimeError as e:
-            raise SandboxError(f"pack {self.pack.manifest.name!r}: reset on {self.url} failed: {e}") from None
+                if attempt == 2 or (isinstance(e, RuntimeError) and "session is closed" not in str(e)):
+                    raise SandboxError(f"pack {self.pack.manifest.name!r}: reset on {self.url} failed: {e}") from None
+                self.reconnects += 1
+                self._open_session()
         self._deadline = time.monotonic() + self.limits.episode_timeout_s
 
     def call(self, tool: str, args: dict[str, Any], timeout: float | None = None) -> ToolResult:
