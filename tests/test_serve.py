@@ -10,7 +10,9 @@ import gymnasium
 import httpx
 import pytest
 
-pytest.importorskip("openenv.core", reason="envgen serve needs the serve extra (openenv-core)")
+from serve_util import need_openenv  # noqa: E402
+
+need_openenv()
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
 from envgen.errors import InputError, SandboxError
@@ -141,10 +143,12 @@ def test_an_idle_session_is_reaped_and_its_sandbox_closed(server, pack_dir):
 
 
 def test_bad_requests_get_clear_errors_and_the_session_goes_on(server, pack_dir):
+    from envgen.serve.client import EnvgenClient
+
     idle(server)
-    with GenericEnvClient(base_url=server.auth_url).sync() as env:
+    with EnvgenClient(server.url, token=server.token).sync() as env:  # the token as a Bearer header
         with pytest.raises(RuntimeError, match="reset the session before stepping"):
-            env.step({"message": "hi"})
+            env.step("hi")
         with pytest.raises(RuntimeError, match="no task 'nope'|nope"):
             env.reset(task_id="nope")
         with pytest.raises(RuntimeError, match="unknown reset option"):
@@ -153,16 +157,18 @@ def test_bad_requests_get_clear_errors_and_the_session_goes_on(server, pack_dir)
             env.reset(pack="other")
         env.reset(task_id="tiny-0")
         with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
-            env.step({"mesage": "typo"})
+            env.step({"op": "message", "mesage": "typo"})  # a raw action (it has an op) goes as it is
         with pytest.raises(RuntimeError, match="episode session takes"):
             env.step({"op": "call", "tool": "put", "args": {}})
         with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
-            env.step({"message": 42})  # the server's schema check answers; nothing is lost
-        r = env.step({"message": '<tool_call>{"name": "put", "arguments": {broken</tool_call>'})
+            env.step({"op": "message", "message": 42})  # the server's schema check answers; nothing is lost
+        r = env.step('<tool_call>{"name": "put", "arguments": {broken</tool_call>')
         assert not r.done and r.observation["info"]["invalid_actions"] == 1  # PackEnv's error observation
         for msg in oracle_messages(pack_dir, "tiny-0"):
-            r = env.step({"message": msg})
+            r = env.step(msg)
         assert r.done and r.reward == 1.0  # the episode survived every bad request above
+        with pytest.raises(RuntimeError, match="call reset"):
+            env.step("one more")  # past the end: gymnasium's ResetNeeded, in words
 
 
 def test_gymnasium_remote_gives_the_same_rewards_as_local(server, pack_dir, monkeypatch):

@@ -7,7 +7,9 @@ import json
 
 import pytest
 
-pytest.importorskip("openenv.core", reason="envgen serve needs the serve extra (openenv-core)")
+from serve_util import need_openenv  # noqa: E402
+
+need_openenv()
 
 from openenv.core.generic_client import GenericEnvClient
 

@@ -9,7 +9,9 @@ import json
 import httpx
 import pytest
 
-pytest.importorskip("openenv.core", reason="envgen serve needs the serve extra (openenv-core)")
+from serve_util import need_openenv  # noqa: E402
+
+need_openenv()
 
 from websockets.sync.client import connect
 
