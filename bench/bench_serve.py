@@ -49,19 +49,24 @@ def calls(pack, backend: str, n: int, warmup: int = 100) -> list[float]:
     return out
 
 
+NOOP = {"content": "", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "noop", "arguments": {}}}]}
+EPISODE = 10
+"""Steps per episode: PackEnv's info carries the whole conversation (deep-copied each step), so the steps are
+timed in short episodes, the reset between them untimed, as a trainer's episodes are."""
+
+
 def steps(pack_dir: str, backend: str, n: int) -> list[float]:
     """PackEnv steps of one no-op tool call each (action parsing, argument check, the call, the record)."""
-    env = gymnasium.make("envgen/Pack-v0", pack=pack_dir, sandbox=backend, max_turns=10 ** 6)
-    msg = {"content": "", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "noop", "arguments": {}}}]}
-    env.reset(options={"task_id": "tiny-0"})
+    env = gymnasium.make("envgen/Pack-v0", pack=pack_dir, sandbox=backend, max_turns=EPISODE + 1)
     out = []
     try:
-        for _ in range(50):
-            env.step(msg)
-        for _ in range(n):
+        for k in range(n + 50):
+            if k % EPISODE == 0:
+                env.reset(options={"task_id": "tiny-0"})
             t = time.perf_counter()
-            env.step(msg)
-            out.append(time.perf_counter() - t)
+            env.step(NOOP)
+            if k >= 50:
+                out.append(time.perf_counter() - t)
     finally:
         env.close()
     return out
@@ -71,17 +76,15 @@ def openenv_steps(server: Server, n: int) -> list[float]:
     """The same step from a stock OpenEnv EnvClient (the episode runs on the server)."""
     from openenv.core.generic_client import GenericEnvClient
 
-    msg = {"message": {"content": "", "tool_calls": [{"id": "c", "type": "function",
-                                                      "function": {"name": "noop", "arguments": {}}}]}}
     out = []
     with GenericEnvClient(base_url=server.auth_url).sync() as env:
-        env.reset(task_id="tiny-0", max_turns=10 ** 6)
-        for _ in range(50):
-            env.step(msg)
-        for _ in range(n):
+        for k in range(n + 50):
+            if k % EPISODE == 0:
+                env.reset(task_id="tiny-0", max_turns=EPISODE + 1)
             t = time.perf_counter()
-            env.step(msg)
-            out.append(time.perf_counter() - t)
+            env.step({"message": NOOP})
+            if k >= 50:
+                out.append(time.perf_counter() - t)
     return out
 
 
