@@ -205,7 +205,7 @@ def test_remote_tool_failures_have_the_local_semantics(server, pack_dir):
     assert [ok for ok, _ in seen["local"]] == [True, False, False, False, True, False]
 
 
-def test_a_wrong_token_or_no_server_is_a_sandbox_error_not_a_hang(server, pack_dir):
+def test_a_wrong_token_or_no_server_is_a_sandbox_error_not_a_hang(server, pack_dir, tmp_path):
     from envgen.pack.resolve import open_pack
     from envgen.sandbox import open_sandbox
 
@@ -218,6 +218,9 @@ def test_a_wrong_token_or_no_server_is_a_sandbox_error_not_a_hang(server, pack_d
     assert time.monotonic() - t0 < 10
     with pytest.raises(InputError, match="remote:http://HOST:PORT"):
         gymnasium.make("envgen/Pack-v0", pack=pack_dir, sandbox="remote:ftp://x")
+    other = make_tiny_pack(tmp_path / "tiny", tasks=2)  # same name, other content: another version
+    with pytest.raises(SandboxError, match="this server has version sha256:.*, the client sha256:"):
+        open_sandbox(other, f"remote:{server.url}?token={server.token}")
 
 
 def test_killing_the_server_mid_episode_is_an_error_observation_not_a_hang(pack_dir, monkeypatch):
@@ -233,6 +236,10 @@ def test_killing_the_server_mid_episode_is_an_error_observation_not_a_hang(pack_
         env.reset(options={"task_id": "tiny-0"})
         obs, *_ = env.step(tool_call("put", key="k0", value="value-0"))
         assert "stored" in obs
+        import psutil
+
+        sandbox = psutil.Process(s.pid).children(recursive=True)
+        assert sandbox  # the session's sandbox: its supervisor and runtime
         s.kill()
         t0 = time.monotonic()
         obs, reward, terminated, truncated, info = env.step(tool_call("submit", answer="value-0"))
@@ -243,6 +250,7 @@ def test_killing_the_server_mid_episode_is_an_error_observation_not_a_hang(pack_
         with pytest.raises(SandboxError, match="no session"):  # the retried session finds no server
             env.reset(options={"task_id": "tiny-0"})
         assert time.monotonic() - t0 < 30
+        assert not [p.pid for p in sandbox if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]  # none orphaned
     finally:
         env.close()
         s.stop()
