@@ -144,10 +144,6 @@ async def _exchange(client, message: dict, timeout: float) -> dict:
     return response.get("data", {})
 
 
-class ServerBusy(SandboxError):
-    """The server is at its session cap (its "busy" answer)."""
-
-
 class RemoteSandbox(Sandbox):
     """A sandbox on an ``envgen serve`` (see the module docstring)."""
 
@@ -179,14 +175,12 @@ class RemoteSandbox(Sandbox):
     # -- transport
 
     def _send(self, kind: str, data: dict, timeout: float) -> dict:
-        """One OpenEnv message and its reply payload; raises ConnectionError (lost), ServerBusy, or
-        RuntimeError (the server's error answer)."""
+        """One OpenEnv message and its reply payload; raises ConnectionError (lost) or RuntimeError (the server's
+        error answer; its busy answer names BUSY_CODE)."""
         try:
             return _Loop.run(_exchange(self._client, {"type": kind, "data": data}, timeout), timeout + 1.0)
-        except RuntimeError as e:
-            if BUSY_CODE in str(e):
-                raise ServerBusy(f"{self.url} is busy (at its session cap): {e}") from None
-            raise
+        except RuntimeError:
+            raise  # the server's answer, not a lost connection (the catch-all below must not take it)
         except (asyncio.TimeoutError, TimeoutError) as e:
             raise ConnectionError(f"no answer from {self.url} within {timeout:g} s") from e
         except (OSError, EOFError, asyncio.CancelledError) as e:
@@ -220,19 +214,18 @@ class RemoteSandbox(Sandbox):
                                             "version": self.pack.manifest.version},
                                   max(60.0, self.limits.step_timeout_s) + NETWORK_GRACE_S)
                 break
-            except ServerBusy as e:
+            except RuntimeError as e:
                 self._drop_client()
-                last, limit = str(e), self.busy_wait_s
+                if BUSY_CODE not in str(e):
+                    raise SandboxError(f"pack {self.pack.manifest.name!r} on {self.url}: {e}") from None
+                last, limit = f"{self.url} is busy (at its session cap): {e}", self.busy_wait_s
             except (ConnectionError, TimeoutError, OSError) as e:
                 self._drop_client()
                 msg = str(e)
-                if "401" in msg or "403" in msg:
+                if "HTTP 401" in msg or "HTTP 403" in msg:
                     raise SandboxError(f"{self.url} refused the connection: the token is missing or wrong "
                                        f"(set {TOKEN_ENV} or put it in the URL)") from None
                 last, limit = msg, self.connect_timeout
-            except RuntimeError as e:
-                self._drop_client()
-                raise SandboxError(f"pack {self.pack.manifest.name!r} on {self.url}: {e}") from None
             if time.monotonic() - start + delay > limit:
                 raise SandboxError(f"pack {self.pack.manifest.name!r}: no session on {self.url}: {last}")
             time.sleep(delay)
