@@ -275,9 +275,11 @@ class EnvgenEnvironment(Environment):
                                max_turns=options.get("max_turns"))
         task_id = options.get("task_id")
         started = self.env._sandbox is not None
-        obs, info = self.env.reset(seed=seed, options={"task_id": task_id} if task_id is not None else None)
-        if not started:
-            sv.metrics.bump("sandboxes.opened")
+        try:
+            obs, info = self.env.reset(seed=seed, options={"task_id": task_id} if task_id is not None else None)
+        finally:  # PackEnv opens its sandbox at the first reset (counted even when the reset then fails)
+            if not started and self.env._sandbox is not None:
+                sv.metrics.bump("sandboxes.opened")
         self._state = State(episode_id=episode_id, step_count=0, task_id=info["task_id"], pack=pack.manifest.name)
         return EnvgenObservation(text=obs, info=self._safe_info(info))
 
