@@ -44,7 +44,8 @@ err = Console(stderr=True)
 _state = {"debug": False}
 
 SandboxOpt = typer.Option("local", "--sandbox", envvar="ENVGEN_SANDBOX",
-                          help="Where tools run: local (subprocess), docker, or auto (docker when an engine answers).")
+                          help="Where tools run: local (subprocess), docker, auto (docker when an engine answers), "
+                          "or remote:http://HOST:PORT (an envgen serve; token in ENVGEN_SERVE_TOKEN).")
 WorkersOpt = typer.Option(2, "--workers", "-w", envvar="ENVGEN_WORKERS", min=1, help="Parallel sandboxes.")
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
 AllowModifiedOpt = typer.Option(False, "--allow-modified", help="Open a pack edited since it was saved: re-hash it "
@@ -482,6 +483,39 @@ def run(
         _emit_json(t.to_dict())
     else:
         out.print(format_transcript(t), markup=False, highlight=False)
+
+
+@app.command()
+def serve(
+    packs: list[str] = typer.Argument(..., help="Pack directories or hf://ORG/NAME (one of each name)."),
+    host: str = typer.Option("127.0.0.1", "--host", envvar="ENVGEN_SERVE_HOST", help="Address to bind."),
+    port: int = typer.Option(8000, "--port", envvar="ENVGEN_SERVE_PORT", help="Port to bind."),
+    token: Optional[str] = typer.Option(None, "--token", envvar="ENVGEN_SERVE_TOKEN",
+                                        help="The bearer token clients must send (default: a new one, printed)."),
+    no_token: bool = typer.Option(False, "--no-token", help="Require no token (only on a loopback --host)."),
+    sandbox: str = typer.Option("local", "--sandbox", envvar="ENVGEN_SANDBOX",
+                                help="Where sessions' tools run: local, docker, or auto."),
+    max_sessions: int = typer.Option(8, "--max-sessions", min=1, help="Concurrent sessions (one sandbox each); "
+                                     "past it a new connection gets a busy answer."),
+    idle_timeout: float = typer.Option(300.0, "--idle-timeout", min=1.0, help="Seconds without a message before "
+                                       "a session is closed (its sandbox with it)."),
+    pool: bool = typer.Option(True, "--pool/--no-pool", help="Docker: take containers from a warm pool "
+                              "(ENVGEN_POOL_SIZE per image)."),
+    allow_modified: bool = AllowModifiedOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the address and token as one JSON document, then serve."),
+):
+    """Serve packs' episodes over the network: OpenEnv sessions (WebSocket /ws) any EnvClient can drive, and the
+    remote sandbox backend (--sandbox remote:URL elsewhere). /health is open; /metrics and /ws need the token."""
+    from .pack.resolve import open_pack
+    from .serve import resolve_token
+
+    token = resolve_token(token, no_token, host)  # refused before the server's (slow) imports
+    from .serve.server import serve as run_server
+
+    opened = [open_pack(p, allow_modified=allow_modified, log=_say) for p in packs]
+    run_server(opened, host=host, port=port, token=token, no_token=no_token, backend=sandbox,
+               max_sessions=max_sessions, idle_timeout_s=idle_timeout, pool=pool, log=_say,
+               on_start=_emit_json if as_json else None)
 
 
 def _find_packs(directory: Path) -> list[Path]:

@@ -156,6 +156,7 @@ LAYERS = [
     {"retrieval"},  # search backends and corpora for the generator agents
     {"families"},  # general, search, code (host side)
     {"rl"},  # TRL adapter and trainer
+    {"serve"},  # envgen serve: packs' episodes as OpenEnv sessions (its client, the remote backend, is in sandbox)
     {"cli", "__main__"},
 ]
 

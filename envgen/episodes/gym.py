@@ -49,7 +49,7 @@ from .users import parse_user_model, make_user
 from ..errors import ActionError, InputError
 from ..llm.judge import JudgedSandbox, make_judge
 from ..pack.resolve import open_pack
-from ..sandbox import BACKENDS, open_sandbox
+from ..sandbox import check_backend, open_sandbox
 
 ENV_ID = "envgen/Pack-v0"
 DEFAULT_MAX_TEXT = 1 << 18
@@ -248,7 +248,7 @@ class PackEnv(gymnasium.Env[str, Any]):
 
     Args:
         pack: a Pack, a pack directory, or ``hf://ORG/NAME[@REV]``.
-        sandbox: backend for ``open_sandbox`` ("local", "docker", "auto"); started at the first reset,
+        sandbox: backend for ``open_sandbox`` ("local", "docker", "auto", "remote:URL"); started at the first reset,
             kept across episodes (each episode resets it), closed by ``close()``.
         tool_format: how text actions write tool calls (see ``envgen.episodes.actions.PARSE_FORMATS``); OpenAI
             JSON mappings are accepted under every format.
@@ -276,8 +276,7 @@ class PackEnv(gymnasium.Env[str, Any]):
         self.user_model = user if user is not None else self.pack.manifest.user_model
         parse_user_model(self.user_model)  # an InputError for a bad spelling, before any episode
         canonical_format(tool_format, PARSE_FORMATS)
-        if sandbox not in BACKENDS:
-            raise InputError(f"unknown sandbox backend {sandbox!r}; use one of {', '.join(BACKENDS)}")
+        check_backend(sandbox)
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise InputError(f"unknown render_mode {render_mode!r}; use None or 'ansi'")
         if int(max_text) < MIN_MAX_TEXT:

@@ -18,6 +18,7 @@ from ..pack import format as packmod
 from ..sandbox.engine import docker_available
 from ..errors import InputError
 from ..sandbox.images import ensure_pack_image, stderr_log
+from ..sandbox.remote import PREFIX as REMOTE_PREFIX, display_url
 from .ledger import RolloutLedger
 from .config import CheckConfig, EvalConfig
 from .executors import make_executor
@@ -70,6 +71,8 @@ def rollout_backend(pack: packmod.Pack, sandbox: str) -> tuple[str, str]:
     and the base recipe) plus the engine's image id, so a rebuilt or changed image never shares recorded
     rollouts with another.
     """
+    if sandbox.startswith(REMOTE_PREFIX):  # an envgen serve: keyed by its address (never its token)
+        return "remote", display_url(sandbox)
     backend = sandbox
     if sandbox == "auto":
         backend = "docker" if docker_available() else "local"
@@ -77,6 +80,11 @@ def rollout_backend(pack: packmod.Pack, sandbox: str) -> tuple[str, str]:
         return backend, ""
     tag, image_id = ensure_pack_image(pack, log=stderr_log)
     return backend, f"{tag}@{image_id}"
+
+
+def _runs_on(sandbox: str, backend: str) -> str:
+    """The backend spec workers open: the resolved one, or ``remote:URL`` as given (with its token)."""
+    return sandbox if backend == "remote" else backend
 
 
 def with_check_stats(task: packmod.Task, policy: str, stats: dict[str, Any]) -> packmod.Task:
@@ -110,7 +118,7 @@ def check(pack_ref: str, policy: str, config: CheckConfig | None = None, *, log:
     sched = Scheduler([t.id for t in p.tasks], rule, c.workers, done=done)
     spent = 0
     t0 = time.perf_counter()
-    ex = make_executor(c.executor, str(p.root), policy, sandbox=backend, seed=seed, workers=c.workers,
+    ex = make_executor(c.executor, str(p.root), policy, sandbox=_runs_on(c.sandbox, backend), seed=seed, workers=c.workers,
                        pass_threshold=c.pass_threshold, ray_address=c.ray_address, judge=c.judge, user=c.user)
 
     def on_outcome(o: Outcome) -> None:
@@ -198,7 +206,7 @@ def evaluate(pack_ref: str, policies: list[str], config: EvalConfig | None = Non
         ledger = RolloutLedger(c.store_url, pack_version=p.manifest.version, policy=_ledger_policy(spec, c.user),
                                seed=seed, sandbox=backend, image=image)
         sched = Scheduler(chosen, Fixed(k), c.workers, done=ledger.load())
-        ex = make_executor(c.executor, str(p.root), spec, sandbox=backend, seed=seed, workers=c.workers,
+        ex = make_executor(c.executor, str(p.root), spec, sandbox=_runs_on(c.sandbox, backend), seed=seed, workers=c.workers,
                            pass_threshold=c.pass_threshold, ray_address=c.ray_address, judge=c.judge, user=c.user)
 
         def on_outcome(o: Outcome) -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import InputError
+from ..sandbox import check_backend
 
 PASS_THRESHOLD = 1.0
 C = TypeVar("C", bound="RolloutConfig")
@@ -23,8 +24,8 @@ class RolloutConfig(BaseModel):
     executor: Literal["local", "ray"] = Field("local", description="local (thread pool, one sandbox per worker) or "
                                                                    "ray (Ray actors; --ray-address joins a cluster).")
     ray_address: str | None = Field(None, description="Ray cluster to join with --executor ray (default: start one).")
-    sandbox: Literal["local", "docker", "auto"] = Field("local", description="Where tools run: local (subprocess), "
-                                                        "docker, or auto (docker when an engine answers).")
+    sandbox: str = Field("local", description="Where tools run: local (subprocess), docker, auto (docker when an "
+                                              "engine answers), or remote:http://HOST:PORT (an envgen serve).")
     seed: int = Field(0, description="Base seed of the rollouts (rollout i of a task always reuses its seed).")
     store_url: str | None = Field(None, description="State store URL (SQLAlchemy) or SQLite path where rollouts are "
                                                     "recorded and resumed; default state.sqlite in ENVGEN_CACHE.")
@@ -36,6 +37,14 @@ class RolloutConfig(BaseModel):
                                                "user_model, else scripted).")
     allow_modified: bool = Field(False, description="Open a pack edited since it was saved: re-hash it (pack.json "
                                                     "gets the new version) instead of refusing it.")
+
+    @field_validator("sandbox")
+    @classmethod
+    def _backend(cls, v: str) -> str:
+        try:
+            return check_backend(v)
+        except InputError as e:
+            raise ValueError(str(e)) from None
 
     @classmethod
     def of(cls: type[C], config: C | None, settings: dict[str, Any]) -> C:
