@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test suite, from a fresh machine: a venv with envgen and its test extras, the Docker engine
 # (installed and started when missing; needs root), the offline base image, the language toolchains
-# (Go, Node, JDK, GCC/CMake, PHP; needs root), then pytest.
+# (Go, Node, JDK, GCC/CMake, PHP; needs root), PostgreSQL (needs root), then pytest.
 # Usage: scripts/test.sh [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,10 +13,12 @@ fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
 # torch first and pinned: the CPU build; an unpinned torch (pulled in by the rl extra) is a multi-GB CUDA build.
 "$VENV/bin/python" -m pip install -q "torch==2.13.0"
-"$VENV/bin/python" -m pip install -q -e ".[test,rl,ray,search]"
+"$VENV/bin/python" -m pip install -q -e ".[test,rl,ray,search,serve,postgres]"
 export PATH="$PWD/$VENV/bin:$PATH"
 # the code family's language toolchains for its local tests (tests of a missing toolchain skip and say so)
 bash .ci/setup-toolchains.sh || echo "scripts/test.sh: language toolchains could not be installed" >&2
+# Debian's PostgreSQL for the store tests (each test session starts its own throwaway server)
+bash .ci/setup-postgres.sh || echo "scripts/test.sh: PostgreSQL could not be installed" >&2
 if [ "${ENVGEN_SKIP_DOCKER:-0}" != 1 ]; then
   bash .ci/setup-docker.sh
 fi
