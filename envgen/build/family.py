@@ -55,6 +55,18 @@ class BuildOptions(BaseModel):
     store: str | None = Field(None, description="State store URL or SQLite path; rerunning the same build "
                                                 "resumes from it (default: ENVGEN_STORE, else the cache dir).",
                               json_schema_extra=flag("--store", envvar="ENVGEN_STORE"))
+    executor: Literal["local", "ray"] = Field(
+        "local", description="Where the build's units (candidates, tasks) run: local (this machine) or ray (Ray "
+                             "tasks on a cluster; every node needs Docker for --sandbox docker and must reach "
+                             "--store, so give a PostgreSQL URL across machines).",
+        json_schema_extra=flag("--executor", envvar="ENVGEN_EXECUTOR"))
+    ray_address: str | None = Field(None, description="Ray cluster to join with --executor ray (default: "
+                                                      "RAY_ADDRESS, else start a local one).",
+                                    json_schema_extra=flag("--ray-address", envvar="RAY_ADDRESS"))
+    registry: str | None = Field(None, description="Docker registry HOST:PORT that images move through between "
+                                                   "nodes: pulled by tag instead of rebuilt, pushed otherwise, "
+                                                   "and recorded by digest in the pack.",
+                                 json_schema_extra=flag("--registry", envvar="ENVGEN_REGISTRY"))
 
 
 class LLMOptions(BaseModel):
