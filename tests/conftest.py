@@ -324,3 +324,38 @@ def docker_tiny_pack(tmp_path_factory):
 
     pack = make_tiny_pack(tmp_path_factory.mktemp("docker") / "tiny", limits={"memory_mb": 256})
     return build_pack_image(pack, log=stderr_log)
+
+
+# ----------------------------------------------------------------------------- PostgreSQL (tests/postgres.py)
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server for the session (initdb + pg_ctl, run as an unprivileged user when root).
+
+    Skips with a reason when PostgreSQL or psycopg is missing; under CI=true that fails instead."""
+    try:
+        from .postgres import PostgresServer, missing_reason
+    except ImportError:
+        from postgres import PostgresServer, missing_reason
+
+    why = missing_reason()
+    if why is not None:
+        if _ci():
+            pytest.fail(f"CI=true but no PostgreSQL server can be started: {why}")
+        pytest.skip(why)
+    server = PostgresServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    """The URL (postgresql+psycopg://) of a fresh, empty database on the session's PostgreSQL server."""
+    return postgres_server.create_database()

@@ -116,7 +116,10 @@ def test_check_oracle_keeps_everything_after_one_rollout(tiny_pack, tmp_path, st
     assert (tmp_path / "hist.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_check_null_spends_k_and_drops(tiny_pack, store):
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_check_null_spends_k_and_drops(tiny_pack, store, backend, request):
+    if backend == "postgres":
+        store = request.getfixturevalue("postgres_url")  # the same ledger on a PostgreSQL server
     r = check(str(tiny_pack.root), "null", k=4, workers=2, store_url=store)
     assert r.kept == [] and r.rollouts_spent == 12
     again = check(str(tiny_pack.root), "null", k=6, workers=2, store_url=store)

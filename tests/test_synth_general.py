@@ -178,11 +178,14 @@ synthesize(a["category"], a["out"], llm=LLMConfig(**a["llm"]), store_url=a["stor
 """
 
 
-def test_killed_build_resumes_without_repeated_calls_or_lost_tasks(clean, tmp_path):
-    """SIGKILL the build while the model is answering level 2's repair, then run the same command again."""
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_killed_build_resumes_without_repeated_calls_or_lost_tasks(clean, tmp_path, backend, request):
+    """SIGKILL the build while the model is answering level 2's repair, then run the same command again
+    (the state store a SQLite file, or a PostgreSQL database: tests/postgres.py)."""
     cut = next(i for i, b in enumerate(clean.bodies) if "Write level 2" in _first_user(b) and _submissions(b) == 1)
     hold = cut + 1  # 1-based request number the fake server never answers
-    store, work, out = f"sqlite:///{tmp_path / 'state.sqlite'}", tmp_path / "work", tmp_path / "pack"
+    store = f"sqlite:///{tmp_path / 'state.sqlite'}" if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    work, out = tmp_path / "work", tmp_path / "pack"
     with FakeLLM(GeneralScript()) as fake:
         fake.hold_at = hold
         cfg = llm(fake).model_dump(mode="json")

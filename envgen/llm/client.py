@@ -273,12 +273,16 @@ class TranscriptFile:
 
 
 class CallCache(Protocol):
-    """Where paid responses are kept by request hash (``envgen.store.Store`` implements it)."""
+    """Where paid responses are kept by request hash (``envgen.store.Store`` implements it).
+
+    Shared by concurrent workers (threads, processes, Ray nodes on one PostgreSQL store): two workers that
+    miss the same key both pay for it, and ``put_llm_call`` keeps the first copy once, without failing the
+    second (whether the put stored a new row is its return value, None where a cache does not say)."""
 
     def get_llm_call(self, key: str) -> dict[str, Any] | None: ...
 
     def put_llm_call(self, key: str, *, config: str, model: str, request: dict, response: dict, usage: dict,
-                     cost: float, latency_s: float, run_id: str | None, agent: str | None) -> None: ...
+                     cost: float, latency_s: float, run_id: str | None, agent: str | None) -> bool | None: ...
 
 
 # ----------------------------------------------------------------------------- thinking retention

@@ -6,28 +6,24 @@ image (Docker: the pack image's recipe digest; local: none), the seed, then task
 interrupted check resumes from here, a later check with another keep rule or a larger k reuses what was
 already spent, and a changed pack or backend starts afresh.
 
-Several processes may record into one store at once (two checks of one pack): a unique constraint keeps
-each rollout once, and a write that meets SQLite's lock is retried instead of failing.
+Several processes may record into one store at once (two checks of one pack, Ray workers, on SQLite or
+PostgreSQL): a unique constraint keeps each rollout once, written with ``INSERT ... ON CONFLICT DO NOTHING``
+so the second writer of a key is told, not failed; replacing an errored rollout is one conditional UPDATE;
+a write that meets a lock (SQLite's, a PostgreSQL deadlock) is retried instead of failing.
 """
 
 from __future__ import annotations
 
-import random
-import time
 from datetime import datetime, timezone
-from typing import Callable, TypeVar
 
-from sqlalchemy import JSON, DateTime, Float, Integer, String, UniqueConstraint, select
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy import JSON, DateTime, Float, Integer, String, UniqueConstraint, select, update
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..errors import EnvgenError
 from .rules import Outcome
-from ..store import Base, Store
+from ..store import Base, Store, dialect_insert, retry_transient
 
-T = TypeVar("T")
 LOCK_WAIT_S = 120.0
-"""How long a ledger write keeps retrying a locked SQLite database before giving up with a message."""
+"""How long a ledger write keeps retrying a locked store before giving up with a message."""
 
 
 class Rollout(Base):
@@ -55,33 +51,12 @@ class Rollout(Base):
                                                  default=lambda: datetime.now(timezone.utc))
 
 
-def _locked(e: OperationalError) -> bool:
-    return "locked" in str(e.orig).lower() or "busy" in str(e.orig).lower()
-
-
-def retry_locked(op: Callable[[], T], what: str, *, wait_s: float = LOCK_WAIT_S) -> T:
-    """Run a store operation, retrying while another process holds SQLite's write lock."""
-    deadline = time.monotonic() + wait_s
-    delay = 0.05
-    while True:
-        try:
-            return op()
-        except OperationalError as e:
-            if not _locked(e):
-                raise
-            if time.monotonic() > deadline:
-                raise EnvgenError(f"{what}: the state store stayed locked for {wait_s:.0f} s by another "
-                                  "process; wait for it or give this run its own --store") from None
-            time.sleep(delay * (1 + random.random()))
-            delay = min(delay * 2, 1.0)
-
-
 class RolloutLedger:
     """The recorded rollouts of one (pack version, policy, sandbox backend, image, seed)."""
 
     def __init__(self, url: str | None, *, pack_version: str, policy: str, seed: int, sandbox: str = "local",
                  image: str = ""):
-        self.store = retry_locked(lambda: Store(url), "opening the state store")
+        self.store = retry_transient(lambda: Store(url), "opening the state store", wait_s=LOCK_WAIT_S)
         self.key = {"pack_version": pack_version, "policy": policy, "sandbox": sandbox, "image": image or "",
                     "seed": seed}
 
@@ -92,27 +67,28 @@ class RolloutLedger:
                 return [Outcome(r.task_id, r.idx, r.reward, r.passed, r.turns, r.tokens, r.seconds,
                                 list(r.step_latencies or []), r.error) for r in rows]
 
-        return retry_locked(read, "reading recorded rollouts")
+        return retry_transient(read, "reading recorded rollouts", wait_s=LOCK_WAIT_S)
 
-    def record(self, o: Outcome) -> None:
-        """Store a finished rollout once; an errored one is kept for the record but replaced by its retry."""
+    def record(self, o: Outcome) -> bool:
+        """Store a finished rollout once; an errored one is kept for the record but replaced by its retry.
+        Whether this call stored it (False: recorded already, by an earlier attempt or a concurrent check)."""
         row = dict(self.key, task_id=o.task_id, idx=o.index, reward=o.reward, passed=o.passed, turns=o.turns,
-                   tokens=o.tokens, seconds=o.seconds, step_latencies=o.step_latencies, error=o.error)
+                   tokens=o.tokens, seconds=o.seconds, step_latencies=o.step_latencies, error=o.error,
+                   created_at=datetime.now(timezone.utc))
+        ins = dialect_insert(self.store.engine, Rollout).values(**row).on_conflict_do_nothing(
+            index_elements=["pack_version", "policy", "sandbox", "image", "seed", "task_id", "idx"]
+        ).returning(Rollout.id)
 
         def insert() -> bool:
-            try:
-                with self.store.session() as s:
-                    s.add(Rollout(**row))
-                return True
-            except IntegrityError:
-                return False  # recorded already (by an earlier attempt, or by a concurrent check)
-
-        def replace_errored() -> None:
             with self.store.session() as s:
-                old = s.scalars(select(Rollout).filter_by(**self.key, task_id=o.task_id, idx=o.index)).first()
-                if old is not None and old.error is not None and o.error is None:
-                    for name, value in row.items():
-                        setattr(old, name, value)
+                return s.execute(ins).first() is not None
 
-        if not retry_locked(insert, "recording a rollout"):
-            retry_locked(replace_errored, "recording a rollout")
+        def replace_errored() -> bool:
+            # one statement: of two checks replacing the same errored rollout, the second finds it clean
+            with self.store.session() as s:
+                return s.execute(update(Rollout).filter_by(**self.key, task_id=o.task_id, idx=o.index)
+                                 .where(Rollout.error.is_not(None)).values(**row)).rowcount == 1
+
+        if retry_transient(insert, "recording a rollout", wait_s=LOCK_WAIT_S):
+            return True
+        return o.error is None and retry_transient(replace_errored, "recording a rollout", wait_s=LOCK_WAIT_S)

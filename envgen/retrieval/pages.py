@@ -31,7 +31,7 @@ from ..errors import InputError, SearchUnavailable
 from ..build.sdk import load_module
 from ..paths import bundled
 from .search import SearchBackend, SearchResult, WebSearch, register_backend
-from ..store import Base, Store
+from ..store import Base, Store, dialect_insert
 
 CacheMode = Literal["auto", "record", "replay"]
 
@@ -190,7 +190,7 @@ class SearchCache:
 
     def __init__(self, store: Store | str | os.PathLike | None = None, memory: int = 4096):
         self.store = store if isinstance(store, Store) else Store(store)
-        Base.metadata.create_all(self.store.engine, tables=[SearchCall.__table__])
+        self.store.ensure_tables()  # search_calls, if this store was opened before this module was imported
         self._mem: OrderedDict[str, tuple[dict | None, str | None]] = OrderedDict()
         self._cap = memory
         self._lock = threading.Lock()
@@ -217,12 +217,15 @@ class SearchCache:
 
     def put(self, key: str, identity: str, op: str, args: dict[str, Any], result: dict | None, error: str | None,
             replace: bool = False) -> None:
-        with Session(self.store.engine) as s, s.begin():
-            row = s.scalar(select(SearchCall).where(SearchCall.key == key))
-            if row is None:
-                s.add(SearchCall(key=key, backend=identity, op=op, args=args, result=result, error=error))
-            elif replace:
-                row.result, row.error, row.created_at = result, error, _now()
+        # one upsert, so two workers recording the same call store it once (the first copy, unless replace)
+        ins = dialect_insert(self.store.engine, SearchCall).values(key=key, backend=identity, op=op, args=args,
+                                                                  result=result, error=error, created_at=_now())
+        if replace:
+            ins = ins.on_conflict_do_update(index_elements=[SearchCall.key], set_={
+                "result": ins.excluded.result, "error": ins.excluded.error, "created_at": ins.excluded.created_at})
+        else:
+            ins = ins.on_conflict_do_nothing(index_elements=[SearchCall.key])
+        self.store.write(lambda s: s.execute(ins), "recording a search call")
         self._remember(key, (result, error))
 
     def _remember(self, key: str, hit: tuple[dict | None, str | None]) -> None:
