@@ -214,7 +214,7 @@ def test_a_worker_killed_mid_candidate_loses_and_repeats_nothing(ray_cluster, re
 
     def run():
         try:
-            box["report"] = _ray_build(root, "kill", store)
+            box["report"] = _ray_build(root, "kill", store, lease_s=3.0)  # a dead worker's lease ends soon
         except BaseException as e:  # handed to the test's thread below
             box["error"] = e
 
@@ -249,6 +249,9 @@ def test_a_worker_killed_mid_candidate_loses_and_repeats_nothing(ray_cluster, re
     assert attempts == {1: 4, 2: 1}, attempts  # the killed candidate ran again, nothing else did
     s = Store(store)
     (run,) = _runs(s)
+    claims = s.claims(run)  # the retry took the dead worker's lease over once its lease ran out
+    assert len(claims) == 5 and {c.status for c in claims} == {"done"}
+    assert Counter(c.attempts for c in claims) == {1: 4, 2: 1}
     assert s.candidates(run) == []  # the code family keeps its results in the stages
     assert len(s.errors(run)) == 0
 

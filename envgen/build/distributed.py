@@ -8,7 +8,8 @@ several machines), so this module is only the seam between the two:
   pass check's Ray executor does;
 - ``Units`` submits one function call per unit and hands back results as they finish, in completion
   order, with the unit's key; the first exception cancels the rest;
-- ``claim`` marks a unit as taken in the store before it runs (a lease when the store has one);
+- ``run_unit`` runs a unit under a lease in the store (``Store.lease``): a unit another worker holds is
+  waited for, a dead worker's is taken over when its lease runs out, a done one is not run again;
 - ``pack_bytes`` / ``unpack`` carry a pack a worker wrote on its own disk to the driver through the store
   (an artifact), so a pack survives the worker, and a driver that was killed finds it on resume.
 
@@ -22,14 +23,14 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import socket
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..errors import InputError
-from ..store import Store
+from ..store import Lease, Store
 
 EXECUTORS = ("local", "ray")
 RETRIES = 3
@@ -98,25 +99,55 @@ class Units:
         self._pending.clear()
 
 
-def worker_id() -> str:
-    """Who holds a unit: host and process, as the store's lease owner."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+LEASE_S = 60.0
+"""How long a unit's claim holds without a heartbeat (renewed every third of it while the unit runs): a worker
+that died is taken over this long after its last heartbeat."""
 
 
-def claim(store: Store, run_id: str, key: str) -> bool:
-    """Take unit ``key`` of ``run_id``: False when the store says it is done (or held by a live lease).
+def run_unit(store: Store, run_id: str, key: str, body: Callable[[Lease], dict[str, Any] | None], *,
+             lease_s: float = LEASE_S) -> dict[str, Any]:
+    """Run ``body(lease)`` as unit ``key`` of ``run_id`` under a lease in the store; the unit's result.
 
-    A store with leases (``Store.claim``) is asked for one; otherwise the stage is marked running (Ray
-    runs one attempt of a task at a time, so only a dead attempt's stage can be found running).
+    A unit the store has done returns its stored result without running (a retried task whose first attempt
+    finished). A unit whose lease another worker holds is waited for: it is either finished by that worker
+    (its result is returned) or taken over once the lease runs out (the holder died: Ray retried this task
+    because its worker did). ``body`` marks the stage done itself (``Store.finish_stage``, with what it
+    produced) after ``publish(lease)``, and returns its result; a result not to keep (an error a rerun should
+    retry) is given back by raising ``Unfinished``.
     """
-    take = getattr(store, "claim", None)
-    if take is not None:
-        return bool(take(run_id, key, owner=worker_id()))
-    st = store.stage(run_id, key)
-    if st is not None and st.status == "done":
-        return False
-    store.start_stage(run_id, key)
-    return True
+    while True:
+        st = store.stage(run_id, key)
+        if st is not None and st.status == "done":
+            return dict(st.result or {})
+        with store.lease(run_id, key, lease_s=lease_s) as lease:
+            if lease is not None:
+                try:
+                    return body(lease)
+                except Unfinished as e:
+                    store.release(run_id, key, lease.owner)  # a rerun (or another driver) may try it again
+                    return e.result
+                except Lost:
+                    pass  # another worker took the unit over while this one worked: wait for its result
+        time.sleep(min(2.0, lease_s / 3))
+
+
+def publish(lease: Lease) -> None:
+    """Call right before storing a unit's result: raises ``Lost`` when the lease went to another worker
+    (whose result, not this one's, is the unit's)."""
+    if lease.lost.is_set():
+        raise Lost(lease.key)
+
+
+class Lost(Exception):
+    """The unit's lease was taken over by another worker."""
+
+
+class Unfinished(Exception):
+    """Raised by a unit's body with a result that is reported but not stored as done."""
+
+    def __init__(self, result: dict[str, Any]):
+        super().__init__(result.get("reason", ""))
+        self.result = result
 
 
 def pack_bytes(root: Path) -> bytes:

@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ...build.distributed import Units, check_executor, claim, connect, pack_bytes, unpack
+from ...build.distributed import (LEASE_S, Units, Unfinished, check_executor, connect, pack_bytes, publish,
+                                  run_unit, unpack)
 from ...build.offline import gate_all
 from ...build.report import BuildReport, count_reasons
 from ...sandbox.engine import engine
@@ -64,7 +65,7 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
                judge_llm: LLMPool | LLMConfig | None = None, min_spec: str | None = None, llm: Any = None,
                setup_budgets: SetupBudgets | None = None, agents_dir: str | Path | None = None,
                executor: str = "local", ray_address: str | None = None, workers: int = 1,
-               registry: str | None = None) -> BuildReport:
+               registry: str | None = None, lease_s: float = LEASE_S) -> BuildReport:
     """Build one code pack per task that survives filtering, validation and the red-team gate.
 
     source: ``github:OWNER/REPO``, ``git:PATH`` or ``swebench:FILE``; repo_path: a local clone (or
@@ -84,7 +85,8 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     reach (a PostgreSQL URL across machines), as it must read the source's repository at the same path.
     registry: ``HOST:PORT`` of a Docker registry (default ``ENVGEN_REGISTRY``): task images are pulled from
     it by tag instead of being built when it has them, pushed to it otherwise, and each pack records the
-    ``HOST:PORT/REPO@sha256:...`` digest a sandbox elsewhere pulls.
+    ``HOST:PORT/REPO@sha256:...`` digest a sandbox elsewhere pulls. lease_s: how long a Ray worker's claim
+    on a candidate holds without a heartbeat (a dead worker's candidate is taken over after it).
     """
     check_executor(executor)
     registry = registry_of(registry)
@@ -141,7 +143,7 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     staging = out / STAGING
     remote = _RemoteContext(store.url, run_id, backend, runs, gate, test_timeout_s, limits, source, min_spec,
                             registry, llm, setup_budgets, str(agents_dir) if agents_dir else None, judge_llm,
-                            str(out)) if executor == "ray" else None
+                            str(out), lease_s) if executor == "ray" else None
     slots: list[tuple[str, Any]] = []  # ray: ("done", result) or ("job", key), recorded in source order at the end
     jobs: dict[str, tuple] = {}
     try:
@@ -267,6 +269,7 @@ class _RemoteContext:
     agents_dir: str | None
     judge_llm: Any
     out: str
+    lease_s: float = LEASE_S
 
 
 def _run_on_ray(ctx: _RemoteContext, jobs: list[tuple], store: Store, out: Path, address: str | None,
@@ -299,35 +302,39 @@ def _run_on_ray(ctx: _RemoteContext, jobs: list[tuple], store: Store, out: Path,
 
 
 def remote_candidate(ctx: _RemoteContext, raw, plan, plan_stages: dict[str, float], key: str) -> dict[str, Any]:
-    """One candidate on a Ray worker, with this node's Docker engine: claimed in the store, run (``_one``),
-    and marked done together with its pack (an artifact) in one transaction. A retried task whose first
-    attempt finished returns the stored result instead of redoing it."""
+    """One candidate on a Ray worker, with this node's Docker engine: run under a lease in the store
+    (``distributed.run_unit``: a done candidate is not redone, a dead worker's is taken over) and marked done
+    together with its pack (an artifact) in one transaction."""
     store = Store(ctx.store_url)
-    if not claim(store, ctx.run_id, key):
-        st = store.stage(ctx.run_id, key)
-        return dict(st.result)
-    client = engine() if ctx.backend == "docker" else None
-    setup = SetupAgent(store, run_id=ctx.run_id, llm=ctx.llm, budgets=ctx.setup_budgets, log=stderr_log,
-                       agents_dir=Path(ctx.agents_dir) if ctx.agents_dir else None,
-                       work=Path(ctx.out) / ".setup-agent" if ctx.llm is not None else None) \
-        if ctx.backend == "docker" else None
-    spec_judge = _spec_judge(ctx.judge_llm, ctx.min_spec, store, ctx.run_id)
-    with tempfile.TemporaryDirectory(prefix="envgen-code-unit-") as tmp:
-        out = Path(tmp) / "out"
-        try:
-            result = _one(raw, plan, plan_stages, {}, out / STAGING, out, client=client, backend=ctx.backend,
-                          runs=ctx.runs, gate=ctx.gate, test_timeout_s=ctx.test_timeout_s, limits=ctx.limits,
-                          log=stderr_log, source=ctx.source, spec_judge=spec_judge, min_spec=ctx.min_spec,
-                          setup=setup, registry=ctx.registry)
-        except Exception as e:
-            store.fail_stage(ctx.run_id, key, f"{type(e).__name__}: {e}")
-            store.add_error(ctx.run_id, key, type(e).__name__, str(e))
-            machine = isinstance(e, SandboxError) or type(e).__module__.startswith("docker")
-            return {"task": raw.instance_id, "status": "rejected", "stage": "error", "machine_error": machine,
-                    "reason": f"{type(e).__name__}: {e}"}  # not stored as done: a rerun retries it
-        artifacts = {_pack_artifact(key): pack_bytes(out / result["pack"])} if result["status"] == "kept" else {}
-        store.finish_stage(ctx.run_id, key, result, artifacts=artifacts)
-    return result
+
+    def body(lease) -> dict[str, Any]:
+        store.start_stage(ctx.run_id, key)
+        client = engine() if ctx.backend == "docker" else None
+        setup = SetupAgent(store, run_id=ctx.run_id, llm=ctx.llm, budgets=ctx.setup_budgets, log=stderr_log,
+                           agents_dir=Path(ctx.agents_dir) if ctx.agents_dir else None,
+                           work=Path(ctx.out) / ".setup-agent" if ctx.llm is not None else None) \
+            if ctx.backend == "docker" else None
+        spec_judge = _spec_judge(ctx.judge_llm, ctx.min_spec, store, ctx.run_id)
+        with tempfile.TemporaryDirectory(prefix="envgen-code-unit-") as tmp:
+            out = Path(tmp) / "out"
+            try:
+                result = _one(raw, plan, plan_stages, {}, out / STAGING, out, client=client, backend=ctx.backend,
+                              runs=ctx.runs, gate=ctx.gate, test_timeout_s=ctx.test_timeout_s, limits=ctx.limits,
+                              log=stderr_log, source=ctx.source, spec_judge=spec_judge, min_spec=ctx.min_spec,
+                              setup=setup, registry=ctx.registry)
+            except Exception as e:
+                store.fail_stage(ctx.run_id, key, f"{type(e).__name__}: {e}")
+                store.add_error(ctx.run_id, key, type(e).__name__, str(e))
+                machine = isinstance(e, SandboxError) or type(e).__module__.startswith("docker")
+                raise Unfinished({"task": raw.instance_id, "status": "rejected", "stage": "error",
+                                  "machine_error": machine, "reason": f"{type(e).__name__}: {e}"}) from None
+            kept = result["status"] == "kept"
+            artifacts = {_pack_artifact(key): pack_bytes(out / result["pack"])} if kept else {}
+            publish(lease)
+            store.finish_stage(ctx.run_id, key, result, artifacts=artifacts)
+        return result
+
+    return run_unit(store, ctx.run_id, key, body, lease_s=ctx.lease_s)
 
 
 def _record(report: BuildReport, result: dict) -> None:
