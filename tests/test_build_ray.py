@@ -1,5 +1,6 @@
 """Builds on a real Ray cluster (a head and a second worker node on this machine), in Docker, with a real
-registry (Debian's docker-registry, started here on a free loopback port).
+registry (Debian's docker-registry, started here on a free loopback port) and the state on a real
+PostgreSQL server (``postgres_url``, tests/postgres.py).
 
 - a code build whose candidates are Ray tasks makes the same packs as a local build (content hash, the
   measured timings left out) and the same report;
@@ -148,12 +149,12 @@ def identity(path: Path) -> str:
         shutil.rmtree(copy)
 
 
-def _ray_build(root: Path, out: str, store: Path, **kw):
+def _ray_build(root: Path, out: str, store, **kw):
     return build_code(f"git:{root / 'calc'}", root / out, backend="docker", store=store, runs=2, log=_quiet,
                       executor="ray", **kw)
 
 
-def _stage_rows(store: Path) -> list:
+def _stage_rows(store) -> list:
     s = Store(store)
     (run,) = [r for r in _runs(s)]
     return s.stages(run)
@@ -207,9 +208,9 @@ def _titled_workers() -> list:
     return out
 
 
-def test_a_worker_killed_mid_candidate_loses_and_repeats_nothing(ray_cluster, repo, local_build):
+def test_a_worker_killed_mid_candidate_loses_and_repeats_nothing(ray_cluster, repo, local_build, postgres_url):
     root, shas = repo
-    store = root / "kill.sqlite"
+    store = postgres_url  # the state every worker shares, on a real PostgreSQL server
     box: dict = {}
 
     def run():
@@ -225,8 +226,7 @@ def test_a_worker_killed_mid_candidate_loses_and_repeats_nothing(ray_cluster, re
     while t.is_alive() and killed is None and time.monotonic() < deadline:
         # a candidate that has been running for a second is one that builds and validates (the filtered ones
         # take milliseconds): kill the Ray worker process running it
-        busy = [s for s in (_stage_rows(store) if store.exists() and _runs(Store(store)) else [])
-                if s.status == "running"]
+        busy = [s for s in (_stage_rows(store) if _runs(Store(store)) else []) if s.status == "running"]
         if busy:
             time.sleep(1.0)
             workers = _titled_workers()
