@@ -315,3 +315,46 @@ def test_an_image_removed_locally_is_pulled_by_its_digest_not_rebuilt(ray_cluste
         env.close()
     log = capfd.readouterr().err
     assert f"not pulled {missing}" in log and f"building {image.tag}" in log, log
+
+
+def test_an_offline_category_built_on_ray_from_the_cli_is_the_local_pack_and_resumes_from_the_store(
+        ray_cluster, tmp_path):
+    from typer.testing import CliRunner
+
+    from envgen.build.offline import build
+    from envgen.cli import app
+
+    local = build("general", "customer_service", tmp_path / "local", tasks=6, workers=2)
+    store = tmp_path / "state.sqlite"
+    args = ["build", "general", "-c", "customer_service", "-n", "6", "-o", str(tmp_path / "ray"), "--executor", "ray",
+            "--store", str(store), "--json"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.output[res.output.index("{"):])
+    assert (summary["proposed"], summary["kept"]) == (local.proposed, local.kept) == (6, 6)
+    assert summary["rejected_by_reason"] == local.rejected_by_reason
+    assert load(tmp_path / "ray").manifest.version == load(tmp_path / "local").manifest.version
+
+    s = Store(store)
+    from sqlalchemy import select
+
+    from envgen.store import Run
+
+    with s.session() as sess:
+        (run,) = sess.scalars(select(Run.id).where(Run.kind == "build-offline"))
+    assert [(st.status, st.attempts) for st in s.stages(run)] == [("done", 1)] * 6
+    shutil.rmtree(tmp_path / "ray")
+    again = CliRunner().invoke(app, args)  # a rerun gates nothing: every task's outcome is in the store
+    assert again.exit_code == 0, again.output
+    assert [(st.status, st.attempts) for st in s.stages(run)] == [("done", 1)] * 6
+    assert load(tmp_path / "ray").manifest.version == load(tmp_path / "local").manifest.version
+
+
+def test_an_llm_pipeline_refuses_the_ray_executor_with_one_clear_line():
+    from envgen.build.family import get_family
+    from envgen.errors import InputError
+
+    family = get_family("general")
+    opts = family.options(out="x", category="a bookshop", llm_model="m", executor="ray")
+    with pytest.raises(InputError, match="the LLM pipeline runs on this machine only.*drop --executor ray"):
+        family.build(opts)
