@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -197,15 +198,18 @@ def test_ray_build_makes_the_local_build_s_packs_and_records_pushed_digests(ray_
     assert load(root / "local" / report.packs[0]).manifest.image.repo_digest is None  # no registry, no digest
 
 
-def _titled_workers() -> list:
-    import psutil
-
-    out = []
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = p.info.get("cmdline") or []
-        if cmd and cmd[0].startswith("ray::remote_candidate"):
-            out.append(p)
-    return out
+def _titled_workers() -> list[int]:
+    """Pids of the Ray worker processes running a code candidate now (Ray titles a busy worker
+    ``ray::FUNCTION``)."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            title = cmdline.read_bytes().split(b"\0", 1)[0]
+        except OSError:  # the process is gone
+            continue
+        if title.startswith(b"ray::remote_candidate"):
+            pids.append(int(cmdline.parent.name))
+    return pids
 
 
 def test_a_worker_killed_mid_candidate_loses_and_repeats_nothing(ray_cluster, repo, local_build, postgres_url):
@@ -232,7 +236,7 @@ def test_a_worker_killed_mid_candidate_loses_and_repeats_nothing(ray_cluster, re
             workers = _titled_workers()
             if workers and any(s.status == "running" for s in _stage_rows(store)):
                 killed = workers[0]
-                killed.kill()
+                os.kill(killed, signal.SIGKILL)
         time.sleep(0.05)
     t.join(300)
     assert killed is not None, "no candidate was seen running"

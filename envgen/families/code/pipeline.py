@@ -292,8 +292,9 @@ def _run_on_ray(ctx: _RemoteContext, jobs: list[tuple], store: Store, out: Path,
                                f"finished candidates are kept in {store.url}")
         if result["status"] == "kept":
             blob = store.artifact(ctx.run_id, _pack_artifact(key))
-            if blob is None:
-                raise SandboxError(f"code: {result['task']}: the store has no pack for a kept candidate ({key})")
+            if blob is None:  # a local build kept it, and its folder is gone: only a local build redoes it
+                raise InputError(f"{out / result['pack']}: the pack of a finished candidate is gone and the store "
+                                 f"holds no copy of it (a local build made it); rerun with --executor local")
             unpack(blob, out / result["pack"])
         finished[key] = result
         if progress:
