@@ -14,8 +14,8 @@ needs no pickling. Sandboxes are started from the calling thread, before the wor
 preexec_fn while other threads run is unsafe).
 
 With ``executor="ray"`` each task's expectation and gate is a Ray task instead (``distributed``): the staged
-pack travels to the workers once through Ray's object store, each worker process keeps one sandbox per pack,
-and every task's outcome is a stage in the state store, so a killed worker's task is taken over and a rerun
+pack travels to the workers once through Ray's object store, each unit opens its own sandbox, and every
+task's outcome is a stage in the state store, so a killed worker's task is taken over and a rerun
 of a killed build gates only what was not finished.
 """
 
@@ -283,34 +283,32 @@ def _gate_key(task: Task) -> str:
     return f"gate/{task.id}"
 
 
-_worker_packs: dict[str, tuple[Pack, dict[str, Sandbox]]] = {}
-"""Per Ray worker process: pack version -> (the pack unpacked here, one sandbox per backend), kept for the
-tasks that follow (a worker process runs many; the temp dirs and sandboxes go with the process)."""
-
-
 def remote_gate(store_url: str, run_id: str, version: str, blob: bytes, task_doc: dict, sandbox: str,
                 lease_s: float = LEASE_S) -> dict[str, Any]:
     """One task's expectation and red-team gate on a Ray worker, under a lease in the store; its outcome
-    (the task as recorded and the GateResult) is the stage's result."""
+    (the task as recorded and the GateResult) is the stage's result.
+
+    The pack is unpacked and its sandbox opened per unit and both removed after it: a Ray worker process
+    outlives the build (``ray start`` clusters keep idle workers), and a sandbox kept across units would be
+    a container left running."""
     store = Store(store_url)
     task = Task.model_validate(task_doc)
 
     def body(lease) -> dict[str, Any]:
         store.start_stage(run_id, _gate_key(task))
-        if version not in _worker_packs:
-            root = unpack(blob, Path(tempfile.mkdtemp(prefix="envgen-gate-unit-")) / "pack")
-            _worker_packs[version] = (open_pack(root), {})
-        pack, boxes = _worker_packs[version]
-        sbx = boxes.get(sandbox)
-        if sbx is None:
-            sbx = boxes[sandbox] = open_sandbox(pack, sandbox)
-        try:
-            recorded = record_expectation(sbx, task) if needs_expectation(task) else task
-            res = gate(sbx, pack, recorded)
-        except Exception as e:  # a sandbox that cannot reset: the task fails, as in a local build
-            boxes.pop(sandbox, None)
-            sbx.close()
-            recorded, res = task, GateResult(task.id, False, f"error: {type(e).__name__}: {e}")
+        with tempfile.TemporaryDirectory(prefix="envgen-gate-unit-") as tmp:
+            pack = open_pack(unpack(blob, Path(tmp) / "pack"))
+            if pack.manifest.version != version:
+                raise InputError(f"the pack sent to the workers is {pack.manifest.version}, expected {version}")
+            try:
+                sbx = open_sandbox(pack, sandbox)
+                try:
+                    recorded = record_expectation(sbx, task) if needs_expectation(task) else task
+                    res = gate(sbx, pack, recorded)
+                finally:
+                    sbx.close()
+            except Exception as e:  # a sandbox that cannot start or reset: the task fails, as in a local build
+                recorded, res = task, GateResult(task.id, False, f"error: {type(e).__name__}: {e}")
         result = {"task": recorded.model_dump(mode="json", exclude_none=True), "gate": asdict(res)}
         publish(lease)
         store.finish_stage(run_id, _gate_key(task), result)
