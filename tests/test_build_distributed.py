@@ -114,3 +114,21 @@ def test_registry_names(monkeypatch):
         registry_of("http://127.0.0.1:5000")
     with pytest.raises(InputError, match="no tag"):
         remote_name("127.0.0.1:5000", "envgen/pack")
+
+
+def test_an_unreachable_ray_address_is_one_clear_error_at_once(monkeypatch):
+    import socket
+
+    import ray
+
+    from envgen.build.distributed import connect
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # as in a fresh driver, whatever ran before
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    with pytest.raises(InputError, match=rf"--ray-address 127.0.0.1:{port}: no Ray cluster answers there"):
+        connect(f"127.0.0.1:{port}")
+    assert time.monotonic() - t0 < 10
