@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test suite, from a fresh machine: a venv with envgen and its test extras, the Docker engine
 # (installed and started when missing; needs root), the offline base image, the language toolchains
-# (Go, Node, JDK, GCC/CMake, PHP; needs root), PostgreSQL (needs root), then pytest.
+# (Go, Node, JDK, GCC/CMake, PHP; needs root), PostgreSQL and Docker's registry (need root), then pytest.
 # Usage: scripts/test.sh [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +19,8 @@ export PATH="$PWD/$VENV/bin:$PATH"
 bash .ci/setup-toolchains.sh || echo "scripts/test.sh: language toolchains could not be installed" >&2
 # Debian's PostgreSQL for the store tests (each test session starts its own throwaway server)
 bash .ci/setup-postgres.sh || echo "scripts/test.sh: PostgreSQL could not be installed" >&2
+# Debian's docker-registry for the distributed-build tests (each starts its own on a free port)
+bash .ci/setup-ray.sh || echo "scripts/test.sh: docker-registry could not be installed" >&2
 if [ "${ENVGEN_SKIP_DOCKER:-0}" != 1 ]; then
   bash .ci/setup-docker.sh
 fi

@@ -55,6 +55,18 @@ class BuildOptions(BaseModel):
     store: str | None = Field(None, description="State store URL or SQLite path; rerunning the same build "
                                                 "resumes from it (default: ENVGEN_STORE, else the cache dir).",
                               json_schema_extra=flag("--store", envvar="ENVGEN_STORE"))
+    executor: Literal["local", "ray"] = Field(
+        "local", description="Where the build's units (candidates, tasks) run: local (this machine) or ray (Ray "
+                             "tasks on a cluster; every node needs Docker for --sandbox docker and must reach "
+                             "--store, so give a PostgreSQL URL across machines).",
+        json_schema_extra=flag("--executor", envvar="ENVGEN_EXECUTOR"))
+    ray_address: str | None = Field(None, description="Ray cluster to join with --executor ray (default: "
+                                                      "RAY_ADDRESS, else start a local one).",
+                                    json_schema_extra=flag("--ray-address", envvar="RAY_ADDRESS"))
+    registry: str | None = Field(None, description="Docker registry HOST:PORT that images move through between "
+                                                   "nodes: pulled by tag instead of rebuilt, pushed otherwise, "
+                                                   "and recorded by digest in the pack.",
+                                 json_schema_extra=flag("--registry", envvar="ENVGEN_REGISTRY"))
 
 
 class LLMOptions(BaseModel):
@@ -131,6 +143,12 @@ class Family(ABC):
     def progress_total(self, options: BuildOptions) -> tuple[str, int | None]:
         """The progress bar's label and total (None: unknown) for ``build``'s ``progress`` calls."""
         return f"build {self.name}", None
+
+    def local_only(self, options: BuildOptions, what: str) -> None:
+        """Refuse ``--executor ray`` for a path that runs on one machine only (``what`` names it)."""
+        if options.executor != "local":
+            raise InputError(f"envgen build {self.name}: {what} runs on this machine only (its stages share one "
+                             f"agent session); drop --executor {options.executor}, or build offline on Ray")
 
     @abstractmethod
     def build(self, options: BuildOptions, *, progress: Progress | None = None, log: Log | None = None) -> BuildReport:
@@ -219,4 +237,5 @@ class CategoryFamily(Family):
     def build(self, options: BuildOptions, *, progress: Progress | None = None, log: Log | None = None) -> BuildReport:
         assert isinstance(options, CategoryOptions)
         return build_offline(self.name, self.category_of(options), options.out, tasks=options.tasks, seed=options.seed,
-                             workers=options.workers, sandbox=options.sandbox, progress=progress)
+                             workers=options.workers, sandbox=options.sandbox, progress=progress,
+                             executor=options.executor, ray_address=options.ray_address, store=options.store)

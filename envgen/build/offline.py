@@ -12,19 +12,28 @@ Parallelism is one host thread per sandbox: the work happens in the sandboxes' r
 the threads only wait on pipes, so threads cost nothing that processes would save, and the pack
 needs no pickling. Sandboxes are started from the calling thread, before the workers (forking with a
 preexec_fn while other threads run is unsafe).
+
+With ``executor="ray"`` each task's expectation and gate is a Ray task instead (``distributed``): the staged
+pack travels to the workers once through Ray's object store, each unit opens its own sandbox, and every
+task's outcome is a stage in the state store, so a killed worker's task is taken over and a rerun
+of a killed build gates only what was not finished.
 """
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 import threading
 import time
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..episodes.episode import replay
 from ..errors import InputError
+from ..store import Store
+from .distributed import LEASE_S, Units, check_executor, connect, pack_bytes, publish, run_unit, unpack
 from .sdk import Generated, default_tasks, get_category, load_generator
 from ..pack.format import MANIFEST, Manifest, Pack, Provenance, Task, save
 from .gate import GateResult, gate
@@ -177,8 +186,13 @@ def not_applicable(results: Sequence[GateResult]) -> dict[str, int]:
 
 def build_generated(gen: Generated, out: str | Path, *, seed: int = 0, workers: int = 2, sandbox: str = "local",
                     progress: Progress | None = None, stages: dict[str, float] | None = None,
-                    started: float | None = None) -> BuildReport:
-    """Gate a generator's proposals and save the pack of those that pass (the second half of ``build``)."""
+                    started: float | None = None, executor: str = "local", ray_address: str | None = None,
+                    store: str | None = None, lease_s: float = LEASE_S) -> BuildReport:
+    """Gate a generator's proposals and save the pack of those that pass (the second half of ``build``).
+
+    ``executor="ray"``: the gate's tasks are Ray tasks (``record_and_gate_on_ray``) with their outcomes in
+    ``store``; the pack is the same as a local build's."""
+    check_executor(executor)
     out = Path(out)
     check_out(out)
     started = time.perf_counter() if started is None else started
@@ -195,7 +209,11 @@ def build_generated(gen: Generated, out: str | Path, *, seed: int = 0, workers: 
         stages["stage"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        gated = record_and_gate(staged, workers=workers, sandbox=sandbox, progress=progress)
+        if executor == "ray":
+            gated = record_and_gate_on_ray(staged, out, sandbox=sandbox, store=store, address=ray_address,
+                                           workers=workers, seed=seed, progress=progress, lease_s=lease_s)
+        else:
+            gated = record_and_gate(staged, workers=workers, sandbox=sandbox, progress=progress)
         stages["gate"] = time.perf_counter() - t
 
         results = [r for _, r in gated]
@@ -222,8 +240,86 @@ def build_generated(gen: Generated, out: str | Path, *, seed: int = 0, workers: 
     return report
 
 
+def record_and_gate_on_ray(pack: Pack, out: Path, *, sandbox: str, store: str | None, address: str | None,
+                           workers: int, seed: int, progress: Progress | None = None,
+                           lease_s: float = LEASE_S) -> list[tuple[Task, GateResult]]:
+    """``record_and_gate`` with one Ray task per pack task; [(task, result)] in task order.
+
+    The run's key names the output folder, the seed and the staged pack's content hash: a rerun of the same
+    build finds its finished tasks in ``store`` and gates only the others."""
+    tasks = list(pack.tasks)
+    if not tasks:
+        return []
+    st = Store(store)
+    run_id = "build:" + hashlib.sha256(f"{Path(out).resolve()}|{seed}|{pack.manifest.version}".encode()).hexdigest()[:20]
+    st.open_run(run_id, "build-offline", {"family": pack.manifest.family, "category": pack.manifest.category,
+                                          "out": str(out), "seed": seed, "pack": pack.manifest.version})
+    results: dict[str, dict] = {}
+    todo = []
+    for task in tasks:
+        done = st.stage(run_id, _gate_key(task))
+        if done is not None and done.status == "done":
+            results[task.id] = done.result
+            if progress is not None:
+                progress(1)
+        else:
+            todo.append(task)
+    if todo:
+        ray = connect(address, workers)
+        blob = ray.put(pack_bytes(pack.root))  # sent to each node once, not once per task
+        units = Units(ray, remote_gate)
+        for task in todo:
+            units.submit(task.id, st.url, run_id, pack.manifest.version, blob, task.model_dump(mode="json"),
+                         sandbox, lease_s)
+        for task_id, result in units.completed():
+            results[task_id] = result
+            if progress is not None:
+                progress(1)
+    st.finish_run(run_id, "done")
+    return [(Task.model_validate(results[t.id]["task"]), GateResult(**results[t.id]["gate"])) for t in tasks]
+
+
+def _gate_key(task: Task) -> str:
+    return f"gate/{task.id}"
+
+
+def remote_gate(store_url: str, run_id: str, version: str, blob: bytes, task_doc: dict, sandbox: str,
+                lease_s: float = LEASE_S) -> dict[str, Any]:
+    """One task's expectation and red-team gate on a Ray worker, under a lease in the store; its outcome
+    (the task as recorded and the GateResult) is the stage's result.
+
+    The pack is unpacked and its sandbox opened per unit and both removed after it: a Ray worker process
+    outlives the build (``ray start`` clusters keep idle workers), and a sandbox kept across units would be
+    a container left running."""
+    store = Store(store_url)
+    task = Task.model_validate(task_doc)
+
+    def body(lease) -> dict[str, Any]:
+        store.start_stage(run_id, _gate_key(task))
+        with tempfile.TemporaryDirectory(prefix="envgen-gate-unit-") as tmp:
+            pack = open_pack(unpack(blob, Path(tmp) / "pack"))
+            if pack.manifest.version != version:
+                raise InputError(f"the pack sent to the workers is {pack.manifest.version}, expected {version}")
+            try:
+                sbx = open_sandbox(pack, sandbox)
+                try:
+                    recorded = record_expectation(sbx, task) if needs_expectation(task) else task
+                    res = gate(sbx, pack, recorded)
+                finally:
+                    sbx.close()
+            except Exception as e:  # a sandbox that cannot start or reset: the task fails, as in a local build
+                recorded, res = task, GateResult(task.id, False, f"error: {type(e).__name__}: {e}")
+        result = {"task": recorded.model_dump(mode="json", exclude_none=True), "gate": asdict(res)}
+        publish(lease)
+        store.finish_stage(run_id, _gate_key(task), result)
+        return result
+
+    return run_unit(store, run_id, _gate_key(task), body, lease_s=lease_s)
+
+
 def build(family: str, category: str, out: str | Path, *, tasks: int | None = None, seed: int = 0, workers: int = 2,
-          sandbox: str = "local", progress: Progress | None = None) -> BuildReport:
+          sandbox: str = "local", progress: Progress | None = None, executor: str = "local",
+          ray_address: str | None = None, store: str | None = None, lease_s: float = LEASE_S) -> BuildReport:
     """Generate ``tasks`` proposals (default: the category's DEFAULT_TASKS) for ``seed``, gate them, save the pack.
 
     ``progress(1)`` is called once per gated task (``tasks`` calls in all), to drive a progress bar.
@@ -242,7 +338,8 @@ def build(family: str, category: str, out: str | Path, *, tasks: int | None = No
         if len(gen.tasks) != n:
             raise InputError(f"{cat.path}/generator.py returned {len(gen.tasks)} tasks, asked for {n}")
         return build_generated(gen, out, seed=seed, workers=workers, sandbox=sandbox, progress=progress,
-                               stages=stages, started=started)
+                               stages=stages, started=started, executor=executor, ray_address=ray_address,
+                               store=store, lease_s=lease_s)
 
 
 def validate_pack(pack: str | Path | Pack, *, workers: int = 2, sandbox: str = "local",

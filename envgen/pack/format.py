@@ -348,6 +348,9 @@ class Image(_Model):
     """Path of the pack layer's Dockerfile inside the pack (env/Dockerfile), or None to generate one."""
     tag: str | None = None
     digest: str | None = None
+    repo_digest: str | None = None
+    """``HOST:PORT/REPO@sha256:...`` where the build pushed the image (``--registry``): a machine without the
+    image pulls it by this digest instead of rebuilding it (``envgen.sandbox.registry``)."""
 
 
 class Limits(_Model):

@@ -48,6 +48,7 @@ from typing import Any
 from .engine import _is_local, docker_available, engine  # noqa: F401  (docker_available: re-exported)
 from ..errors import EnvgenError, InputError, SandboxError
 from .images import ensure_pack_image, pack_image_tag, stderr_log
+from .registry import pull
 from ..pack.format import Pack
 from .base import Sandbox, verifier_warmups
 from .channel import Channel, runtime_line_bound
@@ -333,7 +334,9 @@ def _resolve_image(client, pack: Pack, image: str | None) -> str:
     """The image id to run: `image` if given, else the image of the pack's current env/ and this envgen.
 
     The expected tag is recomputed from the files (not read from pack.json, which may predate an edit
-    of env/ or an envgen upgrade); a missing image is built, reusing every present layer."""
+    of env/ or an envgen upgrade); a missing image is pulled by the digest pack.json records when the build
+    pushed it to a registry and the recorded tag is still the expected one, else built, reusing every
+    present layer (and pulled by tag from ``ENVGEN_REGISTRY`` first, when that is set)."""
     import docker
 
     ref = image
@@ -353,6 +356,10 @@ def _resolve_image(client, pack: Pack, image: str | None) -> str:
         except docker.errors.ImageNotFound:
             if image is not None:
                 raise SandboxError(f"image {image!r} is not present; build it with `envgen image build PACK`") from None
+            pushed = pack.manifest.image.repo_digest
+            if pushed and pack.manifest.image.tag == ref and pull(client, pushed, ref, log=stderr_log):
+                _image_ids[ref] = client.images.get(ref).id  # the build's own image, by digest: no rebuild
+                return _image_ids[ref]
             tag, image_id = ensure_pack_image(pack, client=client, log=stderr_log)
             if tag != ref:
                 raise SandboxError(f"pack {pack.manifest.name!r}: built {tag}, expected {ref}") from None

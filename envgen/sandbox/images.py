@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from .engine import engine
+from .registry import pull_tag, push, registry_of
 from ..errors import BuildError, InputError
 from ..pack.format import Pack, save
 from ..paths import bundled, cache_dir
@@ -474,8 +475,11 @@ def pack_image_tag(pack: Pack) -> str:
     return f"{PACK_REPO}:{_slug(pack.manifest.name)}-{_pack_context(pack, fam)[1][:12]}"
 
 
-def ensure_pack_image(pack: Pack, *, client=None, log: Log = print) -> tuple[str, str]:
-    """Build (or reuse) the pack's image without touching the pack on disk; return (tag, image id)."""
+def ensure_pack_image(pack: Pack, *, client=None, log: Log = print, registry: str | None = None) -> tuple[str, str]:
+    """Build (or reuse) the pack's image without touching the pack on disk; return (tag, image id).
+
+    With a registry (``registry``, else ``ENVGEN_REGISTRY``) a missing image is pulled from it by its
+    content-hash tag before anything is built (another node built it already)."""
     if pack.root is None:
         raise InputError(f"pack {pack.manifest.name!r} has no directory; save it before building its image")
     client = docker_client(client)
@@ -484,22 +488,29 @@ def ensure_pack_image(pack: Pack, *, client=None, log: Log = print) -> tuple[str
     fam = family_image(pack.manifest.family, base, client=client, log=log)
     context, digest, _ = _pack_context(pack, fam)
     tag = f"{PACK_REPO}:{_slug(pack.manifest.name)}-{digest[:12]}"
+    reg = registry_of(registry)
     if not image_exists(client, tag):
         with build_lock(tag):
-            if not image_exists(client, tag):
+            if not image_exists(client, tag) and not (reg and pull_tag(client, reg, tag, log=log)):
                 log(f"building {tag}")
                 docker_build(client, context, tag, dockerfile=_CONTEXT_DOCKERFILE, buildargs={"ENVGEN_BASE": fam},
                               labels={"envgen.pack": pack.manifest.name, "envgen.recipe": digest}, log=log)
     return tag, client.images.get(tag).id
 
 
-def build_pack_image(pack: Pack, *, client=None, log: Log = print) -> Pack:
-    """Build (or reuse) the pack's image, record tag and digest in pack.json, and return the reloaded pack."""
-    tag, image_id = ensure_pack_image(pack, client=client, log=log)
+def build_pack_image(pack: Pack, *, client=None, log: Log = print, registry: str | None = None) -> Pack:
+    """Build (or reuse) the pack's image, record tag and digest in pack.json, and return the reloaded pack.
+
+    With a registry (``registry``, else ``ENVGEN_REGISTRY``) the image is pulled from it when it is there and
+    pushed to it otherwise, and pack.json records its ``HOST:PORT/REPO@sha256:...`` reference too."""
+    client = docker_client(client)
+    reg = registry_of(registry)
+    tag, image_id = ensure_pack_image(pack, client=client, log=log, registry=reg)
     manifest = pack.manifest.model_copy(deep=True)
     suite, tcs = parse_base(manifest.image.base)
     manifest.image.base = f"{SUITES[suite].distro}:{'+'.join((suite, *tcs))}"
     manifest.image.tag, manifest.image.digest = tag, image_id
+    manifest.image.repo_digest = push(client, tag, reg, log=log) if reg else None
     return save(Pack(manifest, pack.tasks, pack.root), pack.root)
 
 

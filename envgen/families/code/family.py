@@ -115,7 +115,9 @@ class Code(Family):
         return build_code(source, options.out, repo_path=paths, language=options.language, runs=options.runs,
                           backend=backend, gate=options.gate,
                           limit=options.limit, cache_dir=options.cache_dir, store=options.store, python=options.python,
-                          progress=(lambda task, outcome: progress(1)) if progress else None, **extra)
+                          progress=(lambda task, outcome: progress(1)) if progress else None,
+                          executor=options.executor, ray_address=options.ray_address, workers=options.workers,
+                          registry=options.registry, **extra)
 
 
 FAMILY = Code()

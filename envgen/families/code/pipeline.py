@@ -12,16 +12,20 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 import time
-from dataclasses import asdict, is_dataclass, replace
+from dataclasses import asdict, dataclass, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from ...build.distributed import (LEASE_S, Units, Unfinished, check_executor, connect, pack_bytes, publish,
+                                  run_unit, unpack)
 from ...build.offline import gate_all
 from ...build.report import BuildReport, count_reasons
 from ...sandbox.engine import engine
 from ...errors import EnvgenError, EnvironmentFailed, InputError, SandboxError
 from ...sandbox.images import stderr_log
+from ...sandbox.registry import registry_of
 from ...pack.format import MANIFEST, Provenance, load
 from ...paths import bundled
 from ...store import Store
@@ -59,7 +63,9 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
                log: Callable[[str], None] = stderr_log,
                progress: Callable[[str, str], Any] | None = None, issues: dict[int, Any] | None = None,
                judge_llm: LLMPool | LLMConfig | None = None, min_spec: str | None = None, llm: Any = None,
-               setup_budgets: SetupBudgets | None = None, agents_dir: str | Path | None = None) -> BuildReport:
+               setup_budgets: SetupBudgets | None = None, agents_dir: str | Path | None = None,
+               executor: str = "local", ray_address: str | None = None, workers: int = 1,
+               registry: str | None = None, lease_s: float = LEASE_S) -> BuildReport:
     """Build one code pack per task that survives filtering, validation and the red-team gate.
 
     source: ``github:OWNER/REPO``, ``git:PATH`` or ``swebench:FILE``; repo_path: a local clone (or
@@ -73,7 +79,17 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     statement with the spec judge (``spec_judge``); ``min_spec``: reject tasks judged below this level.
     llm: model config(s) of the set-up agent (``setup_agent``), which takes over when the recipe cannot make a
     task's tests run (Docker only); recipes it recorded in ``store`` replay with or without it.
+    executor: ``local`` (candidates one after another here) or ``ray`` (each candidate a Ray task on the
+    cluster at ``ray_address``, else a local one with ``workers`` CPUs; ``distributed``): each node builds
+    and validates in its own Docker engine and hands the pack back through ``store``, which every node must
+    reach (a PostgreSQL URL across machines), as it must read the source's repository at the same path.
+    registry: ``HOST:PORT`` of a Docker registry (default ``ENVGEN_REGISTRY``): task images are pulled from
+    it by tag instead of being built when it has them, pushed to it otherwise, and each pack records the
+    ``HOST:PORT/REPO@sha256:...`` digest a sandbox elsewhere pulls. lease_s: how long a Ray worker's claim
+    on a candidate holds without a heartbeat (a dead worker's candidate is taken over after it).
     """
+    check_executor(executor)
+    registry = registry_of(registry)
     if backend not in ("docker", "local"):
         raise InputError(f"unknown backend {backend!r}; use docker or local")
     if llm is not None and backend != "docker":  # the set-up agent (setup_agent.py) works in containers
@@ -125,6 +141,11 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
                        work=out / ".setup-agent" if llm is not None else None) if backend == "docker" else None
     envs: dict[str, Any] = {}
     staging = out / STAGING
+    remote = _RemoteContext(store.url, run_id, backend, runs, gate, test_timeout_s, limits, source, min_spec,
+                            registry, llm, setup_budgets, str(agents_dir) if agents_dir else None, judge_llm,
+                            str(out), lease_s) if executor == "ray" else None
+    slots: list[tuple[str, Any]] = []  # ray: ("done", result) or ("job", key), recorded in source order at the end
+    jobs: dict[str, tuple] = {}
     try:
         for raw in raws:
             plan_stages: dict[str, float] = {}
@@ -137,17 +158,26 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
                 continue
             key = task_key(raw.instance_id, settings, plan[2])
             done = store.stage(run_id, key)
-            if done is not None and done.status == "done" and _still_valid(done.result, out):
-                _record(report, done.result)
+            if done is not None and done.status == "done" and _still_valid(done.result, out, store, run_id, key):
                 details["resumed"] += 1
+                if remote is not None:
+                    slots.append(("done", done.result))
+                else:
+                    _record(report, done.result)
                 if progress:
                     progress(raw.instance_id, done.result["status"])
+                continue
+            if remote is not None:
+                if key not in jobs:
+                    slots.append(("job", key))
+                    jobs[key] = (raw, plan, plan_stages, key)
                 continue
             store.start_stage(run_id, key)
             try:
                 result = _one(raw, plan, plan_stages, envs, staging, out, client=client, backend=backend,
                               runs=runs, gate=gate, test_timeout_s=test_timeout_s, limits=limits, log=log,
-                              source=source, spec_judge=spec_judge, min_spec=min_spec, setup=setup)
+                              source=source, spec_judge=spec_judge, min_spec=min_spec, setup=setup,
+                              registry=registry)
             except Exception as e:
                 store.fail_stage(run_id, key, f"{type(e).__name__}: {e}")
                 store.add_error(run_id, key, type(e).__name__, str(e))
@@ -161,6 +191,12 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
             _record(report, result)
             if progress:
                 progress(raw.instance_id, result["status"])
+        if remote is not None:
+            finished = _run_on_ray(remote, list(jobs.values()), store, out, ray_address, workers, log, progress)
+            for kind, value in slots:
+                result = value if kind == "done" else finished.get(value)
+                if result is not None:
+                    _record(report, result)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     report.rejected_by_reason = count_reasons(f"{r['stage']}: {reason_group(r['reason'])}" for r in report.rejections)
@@ -196,10 +232,110 @@ def rejection_details(v: Validation) -> dict[str, Any]:
             "unchanged_FAIL_TO_PASS": v.unchanged_FAIL_TO_PASS, "runs": v.runs, "tail": v.log_tail}
 
 
-def _still_valid(result: dict | None, out: Path) -> bool:
+def _still_valid(result: dict | None, out: Path, store: Store | None = None, run_id: str = "", key: str = "") -> bool:
+    """Is a done stage's result still what ``out`` holds? A kept pack a Ray worker handed back through the
+    store (``distributed.pack_bytes``) is written out again when ``out`` lost it (a driver killed before)."""
     if not result:
         return False
-    return result["status"] != "kept" or (out / result["pack"] / MANIFEST).is_file()
+    if result["status"] != "kept" or (out / result["pack"] / MANIFEST).is_file():
+        return True
+    blob = store.artifact(run_id, _pack_artifact(key)) if store is not None else None
+    if blob is None:
+        return False
+    unpack(blob, out / result["pack"])
+    return (out / result["pack"] / MANIFEST).is_file()
+
+
+def _pack_artifact(key: str) -> str:
+    return f"pack:{key}"
+
+
+@dataclass(frozen=True)
+class _RemoteContext:
+    """What every candidate's Ray task needs besides the candidate (pickled to the workers)."""
+
+    store_url: str
+    run_id: str
+    backend: str
+    runs: int
+    gate: bool
+    test_timeout_s: float
+    limits: dict[str, Any] | None
+    source: str
+    min_spec: str | None
+    registry: str | None
+    llm: Any
+    setup_budgets: SetupBudgets | None
+    agents_dir: str | None
+    judge_llm: Any
+    out: str
+    lease_s: float = LEASE_S
+
+
+def _run_on_ray(ctx: _RemoteContext, jobs: list[tuple], store: Store, out: Path, address: str | None,
+                workers: int, log: Callable[[str], None], progress: Callable[[str, str], Any] | None) -> dict:
+    """Every job as a Ray task (``remote_candidate``); kept packs written into ``out`` as results come back.
+    Key -> result of each candidate that finished (an errored one is reported but not stored as done).
+    A machine failure on a node (Docker gone) stops the build, as it does locally: a rerun resumes."""
+    if not jobs:
+        return {}
+    if ctx.store_url.startswith("sqlite") and address:
+        log("code: warning: the state store is a SQLite file; workers on other machines cannot reach it "
+            "(use a PostgreSQL URL in --store / ENVGEN_STORE)")
+    units = Units(connect(address, workers), remote_candidate)
+    for raw, plan, plan_stages, key in jobs:
+        units.submit(key, ctx, raw, plan, plan_stages, key)
+    finished: dict[str, dict] = {}
+    for key, result in units.completed():
+        if result.pop("machine_error", None):
+            raise SandboxError(f"code: {result['task']}: {result['reason']}. Rerun the same command to resume; "
+                               f"finished candidates are kept in {store.url}")
+        if result["status"] == "kept":
+            blob = store.artifact(ctx.run_id, _pack_artifact(key))
+            if blob is None:  # a local build kept it, and its folder is gone: only a local build redoes it
+                raise InputError(f"{out / result['pack']}: the pack of a finished candidate is gone and the store "
+                                 f"holds no copy of it (a local build made it); rerun with --executor local")
+            unpack(blob, out / result["pack"])
+        finished[key] = result
+        if progress:
+            progress(result["task"], result["status"])
+    return finished
+
+
+def remote_candidate(ctx: _RemoteContext, raw, plan, plan_stages: dict[str, float], key: str) -> dict[str, Any]:
+    """One candidate on a Ray worker, with this node's Docker engine: run under a lease in the store
+    (``distributed.run_unit``: a done candidate is not redone, a dead worker's is taken over) and marked done
+    together with its pack (an artifact) in one transaction."""
+    store = Store(ctx.store_url)
+
+    def body(lease) -> dict[str, Any]:
+        store.start_stage(ctx.run_id, key)
+        client = engine() if ctx.backend == "docker" else None
+        setup = SetupAgent(store, run_id=ctx.run_id, llm=ctx.llm, budgets=ctx.setup_budgets, log=stderr_log,
+                           agents_dir=Path(ctx.agents_dir) if ctx.agents_dir else None,
+                           work=Path(ctx.out) / ".setup-agent" if ctx.llm is not None else None) \
+            if ctx.backend == "docker" else None
+        spec_judge = _spec_judge(ctx.judge_llm, ctx.min_spec, store, ctx.run_id)
+        with tempfile.TemporaryDirectory(prefix="envgen-code-unit-") as tmp:
+            out = Path(tmp) / "out"
+            try:
+                result = _one(raw, plan, plan_stages, {}, out / STAGING, out, client=client, backend=ctx.backend,
+                              runs=ctx.runs, gate=ctx.gate, test_timeout_s=ctx.test_timeout_s, limits=ctx.limits,
+                              log=stderr_log, source=ctx.source, spec_judge=spec_judge, min_spec=ctx.min_spec,
+                              setup=setup, registry=ctx.registry)
+            except Exception as e:
+                store.fail_stage(ctx.run_id, key, f"{type(e).__name__}: {e}")
+                store.add_error(ctx.run_id, key, type(e).__name__, str(e))
+                machine = isinstance(e, SandboxError) or type(e).__module__.startswith("docker")
+                raise Unfinished({"task": raw.instance_id, "status": "rejected", "stage": "error",
+                                  "machine_error": machine, "reason": f"{type(e).__name__}: {e}"}) from None
+            kept = result["status"] == "kept"
+            artifacts = {_pack_artifact(key): pack_bytes(out / result["pack"])} if kept else {}
+            publish(lease)
+            store.finish_stage(ctx.run_id, key, result, artifacts=artifacts)
+        return result
+
+    return run_unit(store, ctx.run_id, key, body, lease_s=ctx.lease_s)
 
 
 def _record(report: BuildReport, result: dict) -> None:
@@ -274,7 +410,7 @@ def task_key(instance_id: str, settings: dict[str, Any], recipe: Any) -> str:
 
 def _one(raw, plan, plan_stages, envs, staging, out, *, client, backend, runs, gate, test_timeout_s, limits,
          log, source, spec_judge=None, min_spec=None, setup: SetupAgent | None = None,
-         override: tuple | None = None) -> dict[str, Any]:
+         override: tuple | None = None, registry: str | None = None) -> dict[str, Any]:
     """One candidate through every stage; returns the JSON result the store keeps. ``override``: (recipe,
     report entry) the set-up agent made for this candidate, built and validated like any recipe."""
     stages: dict[str, float] = {}
@@ -300,7 +436,8 @@ def _one(raw, plan, plan_stages, envs, staging, out, *, client, backend, runs, g
             return rejected(Rejection(cand.instance_id, "environment", res.reason))
         result = _one(raw, (cand, lang, recipe), {}, envs, staging, out, client=client, backend=backend, runs=runs,
                       gate=gate, test_timeout_s=test_timeout_s, limits=limits, log=log, source=source,
-                      spec_judge=spec_judge, min_spec=min_spec, setup=setup, override=(res.recipe, dict(setup_info)))
+                      spec_judge=spec_judge, min_spec=min_spec, setup=setup, override=(res.recipe, dict(setup_info)),
+                      registry=registry)
         for k, v in stages.items():
             result.setdefault("stages", {})[k] = result["stages"].get(k, 0.0) + v
         return result
@@ -348,7 +485,7 @@ def _one(raw, plan, plan_stages, envs, staging, out, *, client, backend, runs, g
     sharing: dict[str, Any] = {}
     if backend == "docker":
         try:
-            pack = build_task_image(pack, recipe, client=client, log=log)
+            pack = build_task_image(pack, recipe, client=client, log=log, registry=registry)
         except EnvironmentFailed as e:  # the project's own install or its check (the task layer)
             if (res := take_over(f"the task layer failed: {e}"[:1000], e.tail, image=env.tag,
                                  start=replace(recipe, task_steps=[]))) is not None:

@@ -108,11 +108,12 @@ def pack_dockerfile(recipe: Recipe) -> str:
     return header + "\n".join(env_instructions(recipe) + task_instructions(recipe)) + "\n"
 
 
-def build_task_image(pack, recipe: Recipe, *, client=None, log=images.stderr_log):
-    """Build the task's pack image (``images.build_pack_image``); a failing task step (the project's install
-    or its check) raises EnvironmentFailed naming the step, its exit code and the build's last output."""
+def build_task_image(pack, recipe: Recipe, *, client=None, log=images.stderr_log, registry: str | None = None):
+    """Build the task's pack image (``images.build_pack_image``, which pulls it from and pushes it to
+    ``registry`` when one is given); a failing task step (the project's install or its check) raises
+    EnvironmentFailed naming the step, its exit code and the build's last output."""
     try:
-        return images.build_pack_image(pack, client=client, log=log)
+        return images.build_pack_image(pack, client=client, log=log, registry=registry)
     except EnvgenError as e:
         tail = getattr(e, "tail", "") or str(e)
         m = re.findall(re.escape(FAILED_MARK) + r"(\S+) exit (\d+)", tail)

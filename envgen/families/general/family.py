@@ -37,6 +37,7 @@ class General(CategoryFamily):
         assert isinstance(options, GeneralOptions)
         if not options.uses_llm:
             return super().build(options, progress=progress, log=log)
+        self.local_only(options, "the LLM pipeline")
         pool = load_llm(options.llm_config, base_url=options.llm_base_url, model=options.llm_model,
                         api_key=options.llm_api_key)
         return synthesize(self.category_of(options), options.out, llm=pool, store_url=options.store,

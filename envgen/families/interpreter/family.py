@@ -41,6 +41,7 @@ class Interpreter(CategoryFamily):
         assert isinstance(options, InterpreterOptions)
         if not options.uses_llm:
             return super().build(options, progress=progress, log=log)
+        self.local_only(options, "the LLM pipeline")
         pool = load_llm(options.llm_config, base_url=options.llm_base_url, model=options.llm_model,
                         api_key=options.llm_api_key)
         return synthesize_problems(self.category_of(options), options.out, llm=pool,

@@ -43,6 +43,7 @@ class Search(CategoryFamily):
         assert isinstance(options, SearchOptions)
         if not options.uses_llm:
             return super().build(options, progress=progress, log=log)
+        self.local_only(options, "the LLM pipeline")
         if options.corpus is None and options.index is None:
             raise InputError("envgen build search with a model needs --corpus or --index to mine entities from")
         pool = load_llm(options.llm_config, base_url=options.llm_base_url, model=options.llm_model,

@@ -1,0 +1,200 @@
+"""Builds on a Ray cluster: a family's units of work (a code candidate, a category's task) as Ray tasks.
+
+Ray schedules, retries a task whose worker or node died, and moves arguments and results; envgen keeps
+what a resume needs in the shared state store (``envgen.store``; a PostgreSQL URL when the nodes are
+several machines), so this module is only the seam between the two:
+
+- ``connect`` joins a cluster (``--ray-address``, ``RAY_ADDRESS``) or starts a local one, the way the
+  pass check's Ray executor does;
+- ``Units`` submits one function call per unit and hands back results as they finish, in completion
+  order, with the unit's key; the first exception cancels the rest;
+- ``run_unit`` runs a unit under a lease in the store (``Store.lease``): a unit another worker holds is
+  waited for, a dead worker's is taken over when its lease runs out, a done one is not run again;
+- ``pack_bytes`` / ``unpack`` carry a pack a worker wrote on its own disk to the driver through the store
+  (an artifact), so a pack survives the worker, and a driver that was killed finds it on resume.
+
+A unit is idempotent by construction: it first looks its key up in the store and returns the stored
+result when a finished attempt is there (a retried task whose first attempt finished before its worker
+died), so nothing is lost or done twice.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import socket
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ..errors import InputError
+from ..store import Lease, Store
+
+EXECUTORS = ("local", "ray")
+RETRIES = 3
+"""Times Ray reruns a unit whose worker process or node died (its own exceptions are not retried)."""
+
+
+def check_executor(executor: str) -> str:
+    if executor not in EXECUTORS:
+        raise InputError(f"unknown executor {executor!r}; use local or ray")
+    return executor
+
+
+def connect(address: str | None = None, workers: int = 1):
+    """The ``ray`` module, initialised: joined to ``address`` (or ``RAY_ADDRESS``), else a local cluster with
+    ``workers`` CPUs. An already initialised Ray (a test's cluster, a notebook) is used as it is."""
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--executor ray needs Ray: pip install 'envgen[ray]'") from None
+    if not ray.is_initialized():
+        address = address or os.environ.get("RAY_ADDRESS") or None
+        if address and address != "auto":
+            _reachable(address)
+        try:
+            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, include_dashboard=False,
+                     **({} if address else {"num_cpus": max(workers, 1)}))
+        except ConnectionError as e:
+            raise InputError(f"--ray-address {address}: cannot join the Ray cluster: {e}") from None
+    return ray
+
+
+def _reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail at once, with the address, when nothing listens there: ``ray.init`` retries an unreachable
+    cluster for minutes before it gives up."""
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        return  # a form Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise InputError(f"--ray-address {address}: no Ray cluster answers there ({e.strerror or e}); start one "
+                         f"with `ray start --head`, or leave --ray-address out to start a local one") from None
+
+
+class Units:
+    """Unit calls as Ray tasks (one CPU each), their results as they finish.
+
+    ``fn`` must be importable by the workers (a module-level function of envgen); its arguments are
+    pickled once per unit.
+    """
+
+    def __init__(self, ray: Any, fn: Callable[..., Any], *, retries: int = RETRIES):
+        self.ray = ray
+        self._remote = ray.remote(num_cpus=1, max_retries=retries)(fn)
+        self._pending: dict[Any, Any] = {}
+
+    def submit(self, key: Any, *args: Any) -> None:
+        self._pending[self._remote.remote(*args)] = key
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def completed(self) -> Iterator[tuple[Any, Any]]:
+        """(key, result) for every submitted unit, as each finishes; a unit's exception is raised here
+        after the others are cancelled."""
+        try:
+            while self._pending:
+                ready, _ = self.ray.wait(list(self._pending), num_returns=1)
+                for ref in ready:
+                    key = self._pending.pop(ref)
+                    yield key, self.ray.get(ref)
+        finally:
+            self.cancel()
+
+    def cancel(self) -> None:
+        for ref in self._pending:
+            try:
+                self.ray.cancel(ref, force=True)
+            except Exception:  # already finished or its worker is gone: nothing left to stop
+                pass
+        self._pending.clear()
+
+
+LEASE_S = 60.0
+"""How long a unit's claim holds without a heartbeat (renewed every third of it while the unit runs): a worker
+that died is taken over this long after its last heartbeat."""
+
+
+def run_unit(store: Store, run_id: str, key: str, body: Callable[[Lease], dict[str, Any] | None], *,
+             lease_s: float = LEASE_S) -> dict[str, Any]:
+    """Run ``body(lease)`` as unit ``key`` of ``run_id`` under a lease in the store; the unit's result.
+
+    A unit the store has done returns its stored result without running (a retried task whose first attempt
+    finished). A unit whose lease another worker holds is waited for: it is either finished by that worker
+    (its result is returned) or taken over once the lease runs out (the holder died: Ray retried this task
+    because its worker did). ``body`` marks the stage done itself (``Store.finish_stage``, with what it
+    produced) after ``publish(lease)``, and returns its result; a result not to keep (an error a rerun should
+    retry) is given back by raising ``Unfinished``.
+    """
+    while True:
+        st = store.stage(run_id, key)
+        if st is not None and st.status == "done":
+            return dict(st.result or {})
+        with store.lease(run_id, key, lease_s=lease_s) as lease:
+            if lease is not None:
+                try:
+                    return body(lease)
+                except Unfinished as e:
+                    store.release(run_id, key, lease.owner)  # a rerun (or another driver) may try it again
+                    return e.result
+                except Lost:
+                    pass  # another worker took the unit over while this one worked: wait for its result
+        time.sleep(min(2.0, lease_s / 3))
+
+
+def publish(lease: Lease) -> None:
+    """Call right before storing a unit's result: raises ``Lost`` when the lease went to another worker
+    (whose result, not this one's, is the unit's)."""
+    if lease.lost.is_set():
+        raise Lost(lease.key)
+
+
+class Lost(Exception):
+    """The unit's lease was taken over by another worker."""
+
+
+class Unfinished(Exception):
+    """Raised by a unit's body with a result that is reported but not stored as done."""
+
+    def __init__(self, result: dict[str, Any]):
+        super().__init__(result.get("reason", ""))
+        self.result = result
+
+
+def pack_bytes(root: Path) -> bytes:
+    """A pack directory as a gzipped tar (names relative to it, no owners), to store as an artifact."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tar:
+        for p in sorted(Path(root).rglob("*")):
+            info = tar.gettarinfo(str(p), arcname=p.relative_to(root).as_posix())
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            if p.is_file() and not p.is_symlink():
+                with p.open("rb") as f:
+                    tar.addfile(info, f)
+            else:
+                tar.addfile(info)
+    return buf.getvalue()
+
+
+def unpack(blob: bytes, dest: Path) -> Path:
+    """Write ``pack_bytes``' output to ``dest`` atomically (a temp dir beside it, then a rename)."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
+            tar.extractall(tmp, filter="data")  # refuses absolute names, .. and links out of tmp
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
