@@ -28,25 +28,7 @@ import psutil  # noqa: E402
 
 import envgen  # noqa: E402,F401
 from envgen.policies.builtin import OraclePolicy, rollout  # noqa: E402
-from envgen.sandbox import open_sandbox  # noqa: E402
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000
-
-
-def calls(pack, backend: str, n: int, warmup: int = 100) -> list[float]:
-    with open_sandbox(pack, backend) as s:
-        s.reset()
-        for _ in range(warmup):
-            s.call("noop", {})
-        out = []
-        for _ in range(n):
-            t = time.perf_counter()
-            assert s.call("noop", {}).ok
-            out.append(time.perf_counter() - t)
-    return out
+from bench_local import bench_sandbox as calls, pct  # noqa: E402  (the same no-op call loop, and its percentiles)
 
 
 NOOP = {"content": "", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "noop", "arguments": {}}}]}
@@ -155,7 +137,7 @@ def main() -> None:
     try:
         os.environ["ENVGEN_SERVE_TOKEN"] = server.token
         remote = "remote:" + server.url
-        loc, rem = calls(pack, "local", a.calls), calls(pack, remote, a.calls)
+        loc, rem = calls(pack, a.calls, "local"), calls(pack, a.calls, remote)
         sl, sr = steps(pack_dir, "local", a.calls), steps(pack_dir, remote, a.calls)
         so = openenv_steps(server, a.calls)
         rows = [("no-op tool call, local sandbox", loc), ("no-op tool call, remote sandbox (serve)", rem),

@@ -218,12 +218,19 @@ class Sandbox(ABC):
         self._dirty = False
         self._deadline = time.monotonic() + self.limits.episode_timeout_s
 
-    def call(self, tool: str, args: dict[str, Any], timeout: float | None = None) -> ToolResult:
-        """A tool call, refused once the episode's wall-clock limit has passed, and never allowed past it."""
+    def _time_left(self) -> float | ToolResult:
+        """Seconds left of the episode's wall-clock limit, or the refusal of a call once it has passed."""
         left = self._deadline - time.monotonic()
         if left <= 0:
             return ToolResult.failure("episode_timeout", f"the episode ran past its "
                                       f"{self.limits.episode_timeout_s:g} s limit; no more tool calls")
+        return left
+
+    def call(self, tool: str, args: dict[str, Any], timeout: float | None = None) -> ToolResult:
+        """A tool call, refused once the episode's wall-clock limit has passed, and never allowed past it."""
+        left = self._time_left()
+        if isinstance(left, ToolResult):
+            return left
         self._dirty = True
         timeout = min(timeout or self.limits.step_timeout_s, left)
         t0 = time.perf_counter()

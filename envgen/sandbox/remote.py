@@ -260,10 +260,9 @@ class RemoteSandbox(Sandbox):
         self._deadline = time.monotonic() + self.limits.episode_timeout_s
 
     def call(self, tool: str, args: dict[str, Any], timeout: float | None = None) -> ToolResult:
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            return ToolResult.failure("episode_timeout", f"the episode ran past its "
-                                      f"{self.limits.episode_timeout_s:g} s limit; no more tool calls")
+        left = self._time_left()
+        if isinstance(left, ToolResult):
+            return left
         if self._lost is not None or self._client is None:
             return ToolResult.failure("connection_lost", f"{self._lost or 'no session'}; reset to start a new episode")
         timeout = min(timeout or self.limits.step_timeout_s, left)
