@@ -121,7 +121,7 @@ def test_an_unreachable_ray_address_is_one_clear_error_at_once(monkeypatch):
 
     import ray
 
-    from envgen.build.distributed import connect
+    from envgen.passcheck.executors import connect_ray
 
     monkeypatch.setattr(ray, "is_initialized", lambda: False)  # as in a fresh driver, whatever ran before
 
@@ -130,5 +130,5 @@ def test_an_unreachable_ray_address_is_one_clear_error_at_once(monkeypatch):
         port = s.getsockname()[1]
     t0 = time.monotonic()
     with pytest.raises(InputError, match=rf"--ray-address 127.0.0.1:{port}: no Ray cluster answers there"):
-        connect(f"127.0.0.1:{port}")
+        connect_ray(f"127.0.0.1:{port}")
     assert time.monotonic() - t0 < 10

@@ -23,7 +23,6 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import socket
 import tarfile
 import tempfile
 import time
@@ -42,39 +41,6 @@ def check_executor(executor: str) -> str:
     if executor not in EXECUTORS:
         raise InputError(f"unknown executor {executor!r}; use local or ray")
     return executor
-
-
-def connect(address: str | None = None, workers: int = 1):
-    """The ``ray`` module, initialised: joined to ``address`` (or ``RAY_ADDRESS``), else a local cluster with
-    ``workers`` CPUs. An already initialised Ray (a test's cluster, a notebook) is used as it is."""
-    try:
-        import ray
-    except ImportError:
-        raise InputError("--executor ray needs Ray: pip install 'envgen[ray]'") from None
-    if not ray.is_initialized():
-        address = address or os.environ.get("RAY_ADDRESS") or None
-        if address and address != "auto":
-            _reachable(address)
-        try:
-            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, include_dashboard=False,
-                     **({} if address else {"num_cpus": max(workers, 1)}))
-        except ConnectionError as e:
-            raise InputError(f"--ray-address {address}: cannot join the Ray cluster: {e}") from None
-    return ray
-
-
-def _reachable(address: str, timeout_s: float = 5.0) -> None:
-    """Fail at once, with the address, when nothing listens there: ``ray.init`` retries an unreachable
-    cluster for minutes before it gives up."""
-    hostport = address.split("://", 1)[-1].rstrip("/")
-    host, _, port = hostport.rpartition(":")
-    if not host or not port.isdigit():
-        return  # a form Ray resolves itself
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
-    except OSError as e:
-        raise InputError(f"--ray-address {address}: no Ray cluster answers there ({e.strerror or e}); start one "
-                         f"with `ray start --head`, or leave --ray-address out to start a local one") from None
 
 
 class Units:

@@ -33,7 +33,8 @@ from typing import Any, Callable, Sequence
 from ..episodes.episode import replay
 from ..errors import InputError
 from ..store import Store
-from .distributed import LEASE_S, Units, check_executor, connect, pack_bytes, publish, run_unit, unpack
+from ..passcheck.executors import connect_ray
+from .distributed import LEASE_S, Units, check_executor, pack_bytes, publish, run_unit, unpack
 from .sdk import Generated, default_tasks, get_category, load_generator
 from ..pack.format import MANIFEST, Manifest, Pack, Provenance, Task, save
 from .gate import GateResult, gate
@@ -265,7 +266,7 @@ def record_and_gate_on_ray(pack: Pack, out: Path, *, sandbox: str, store: str | 
         else:
             todo.append(task)
     if todo:
-        ray = connect(address, workers)
+        ray = connect_ray(address, workers)
         blob = ray.put(pack_bytes(pack.root))  # sent to each node once, not once per task
         units = Units(ray, remote_gate)
         for task in todo:

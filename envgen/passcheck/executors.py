@@ -7,6 +7,8 @@ every core busy without pickling envs); ``ray`` runs the same workers as Ray act
 from __future__ import annotations
 
 import concurrent.futures as cf
+import os
+import socket
 import threading
 import time
 from typing import Any, Callable
@@ -75,6 +77,41 @@ class LocalExecutor:
             w.close()
 
 
+def connect_ray(address: str | None = None, workers: int = 1):
+    """The ``ray`` module, initialised: joined to ``address`` (or ``RAY_ADDRESS``), else a local cluster with
+    ``workers`` CPUs (``address="local"``: a new one even when a ``ray start`` cluster runs on this machine, which
+    ``ray.init()`` would otherwise join and then refuse ``num_cpus``). An already initialised Ray (a test's
+    cluster, a notebook) is used as it is."""
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--executor ray needs Ray: pip install 'envgen[ray]'") from None
+    if not ray.is_initialized():
+        address = address or os.environ.get("RAY_ADDRESS") or None
+        if address and address != "auto":
+            _reachable(address)
+        try:
+            ray.init(address=address or "local", ignore_reinit_error=True, log_to_driver=False,
+                     include_dashboard=False, **({} if address else {"num_cpus": max(workers, 1)}))
+        except ConnectionError as e:
+            raise InputError(f"--ray-address {address}: cannot join the Ray cluster: {e}") from None
+    return ray
+
+
+def _reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail at once, with the address, when nothing listens there: ``ray.init`` retries an unreachable
+    cluster for minutes before it gives up."""
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        return  # a form Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise InputError(f"--ray-address {address}: no Ray cluster answers there ({e.strerror or e}); start one "
+                         f"with `ray start --head`, or leave --ray-address out to start a local one") from None
+
+
 class RayExecutor:
     """The same workers as Ray actors (one sandbox each); `address` joins an existing cluster.
 
@@ -84,14 +121,7 @@ class RayExecutor:
     def __init__(self, pack_ref: str, policy_spec: str, sandbox: str, seed: int, workers: int,
                  pass_threshold: float = PASS_THRESHOLD, address: str | None = None, judge: str | None = None,
                  user: str | None = None):
-        try:
-            import ray
-        except ImportError:
-            raise InputError("--executor ray needs Ray: pip install 'envgen[ray]'") from None
-        self.ray = ray
-        if not ray.is_initialized():
-            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
-                     include_dashboard=False, **({} if address else {"num_cpus": max(workers, 1)}))
+        self.ray = ray = connect_ray(address, workers)
         actor = ray.remote(num_cpus=1)(Worker)
         self._idle = [actor.remote(pack_ref, policy_spec, sandbox, seed, pass_threshold, judge, user) for _ in range(workers)]
         self._all = list(self._idle)

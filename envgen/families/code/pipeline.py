@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ...build.distributed import (LEASE_S, Units, Unfinished, check_executor, connect, pack_bytes, publish,
+from ...passcheck.executors import connect_ray
+from ...build.distributed import (LEASE_S, Units, Unfinished, check_executor, pack_bytes, publish,
                                   run_unit, unpack)
 from ...build.offline import gate_all
 from ...build.report import BuildReport, count_reasons
@@ -282,7 +283,7 @@ def _run_on_ray(ctx: _RemoteContext, jobs: list[tuple], store: Store, out: Path,
     if ctx.store_url.startswith("sqlite") and address:
         log("code: warning: the state store is a SQLite file; workers on other machines cannot reach it "
             "(use a PostgreSQL URL in --store / ENVGEN_STORE)")
-    units = Units(connect(address, workers), remote_candidate)
+    units = Units(connect_ray(address, workers), remote_candidate)
     for raw, plan, plan_stages, key in jobs:
         units.submit(key, ctx, raw, plan, plan_stages, key)
     finished: dict[str, dict] = {}
