@@ -7,8 +7,13 @@ requests identical, so paid calls replay from the store), records finished agent
 stages resumably: a stage done in the store is skipped, a failed one is marked and the run stops with
 an error telling the user to rerun the same command.
 
-Families may run stages on worker threads (the search family does), so the client cache and the usage
-total are locked.
+Families run their independent stages (a search entity, an interpreter problem) through ``run_stages``: on
+worker threads here, or, after ``on_ray``, as Ray tasks (``envgen.build.distributed``): each task rebuilds
+the pipeline from its picklable recipe (the family's class and constructor arguments: configs, the store
+URL, the run's inputs), runs the stage under a lease in the shared store and writes what it produced there,
+so the driver assembles the pack from the store exactly as a local build does. The request salts depend on
+the run and the stage only, so a stage gives the same requests, and replays the same paid calls, wherever
+it runs. The client cache and the usage total are locked (worker threads share them).
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from ..errors import EnvgenError, LLMError
 from ..llm.agent import Agent, Toolset
 from ..llm.client import LLMClient, LLMConfig, LLMPool, TranscriptFile, Usage
 from ..llm.roles import AgentSpec, load_spec
+from ..passcheck.executors import connect_ray
 from ..store import Store
+from .distributed import LEASE_S, Units, run_unit
 
 Progress = Callable[[int], Any]
 
@@ -64,6 +71,16 @@ class LLMPipeline:
         self._clients: dict[str, LLMClient] = {}
         self._clients_lock = threading.Lock()
         self._usage_lock = threading.Lock()
+        self._ray: tuple[Callable[..., LLMPipeline], dict[str, Any], str | None, float] | None = None
+
+    def on_ray(self, recipe: Callable[..., LLMPipeline], kwargs: dict[str, Any], *, address: str | None = None,
+               lease_s: float = LEASE_S) -> None:
+        """Run ``run_stages``' stages as Ray tasks on the cluster at ``address`` (None: ``RAY_ADDRESS``, else a
+        local one). A task rebuilds this pipeline as ``recipe(**kwargs)`` (picklable: module-level, with
+        configs, the store URL and the run's inputs; its ``progress`` is None: the driver counts stages);
+        the store must be one every node reaches (a PostgreSQL URL across machines). ``lease_s``: how long a
+        dead worker's stage stays claimed before another takes it over."""
+        self._ray = (recipe, {**kwargs, "progress": None}, address, lease_s)
 
     def scrub(self, text: str) -> str:
         """Error text as stored and shown; families that run generated code hide per-run paths here."""
@@ -147,9 +164,13 @@ class LLMPipeline:
 
     def run_stages(self, todo: Sequence[tuple[str, tuple]], body: Callable[..., Any], *, workers: int,
                    error: type[EnvgenError], stopped: str, kept: str, thread_name: str) -> None:
-        """``run_stage(key, body, *args)`` for every ``(key, args)`` of ``todo`` on ``workers`` threads, calling
+        """``run_stage(key, body, *args)`` for every ``(key, args)`` of ``todo`` on ``workers`` threads (as Ray
+        tasks after ``on_ray``: ``body`` must then be a method of this pipeline and ``args`` picklable), calling
         ``progress(1)`` after each; the first failure cancels what has not started and is raised (as ``error``
         when it is not one already, the run marked failed)."""
+        if self._ray is not None and todo:
+            return self._run_stages_on_ray(todo, body, workers=workers, error=error, stopped=stopped, kept=kept)
+
         def one(key: str, args: tuple) -> None:
             self.run_stage(key, body, *args, error=error, stopped=stopped, kept=kept)
             self.progress(1)
@@ -167,7 +188,55 @@ class LLMPipeline:
                     e = self.stop(error, f"{stopped}: {e}", kept)
                 raise e from None
 
+    def tally(self) -> dict[str, int]:
+        """Counters of this session a family reports besides the usage (e.g. search-cache hits): a Ray task
+        returns its own, and the driver adds them up with ``add_tally``, so the report counts them all."""
+        return {}
+
+    def add_tally(self, counts: dict[str, int]) -> None:
+        """Add a Ray task's ``tally`` to this session's counters (nothing to add by default)."""
+
+    def _run_stages_on_ray(self, todo: Sequence[tuple[str, tuple]], body: Callable[..., Any], *, workers: int,
+                           error: type[EnvgenError], stopped: str, kept: str) -> None:
+        recipe, kwargs, address, lease_s = self._ray
+        method = getattr(body, "__name__", "")
+        if getattr(type(self), method, None) is None or getattr(body, "__self__", None) is not self:
+            raise TypeError(f"run_stages on Ray runs methods of the pipeline, not {body!r}")
+        units = Units(connect_ray(address, workers), run_stage_unit)
+        for key, args in todo:
+            units.submit(key, recipe, kwargs, key, method, args, error, stopped, kept, lease_s)
+        try:
+            for _key, result in units.completed():
+                if "error" in result:  # the unit marked its stage and the run failed, as run_stage does here
+                    raise error(result["error"])
+                used = result.get("usage", {})
+                self.add_usage(Usage(**{k: v for k, v in used.items() if k in Usage.__dataclass_fields__}))
+                self.models.update(result.get("models", ()))
+                self.add_tally(result.get("tally", {}))
+                self.progress(1)
+        finally:
+            units.cancel()
+
     def stop(self, error: type[EnvgenError], what: str, kept: str) -> EnvgenError:
         """Mark the run failed and return the ``error`` to raise, saying how to resume."""
         self.store.finish_run(self.run_id, "failed")
         return error(f"{what}. Rerun the same command to resume; {kept} are kept in {self.store.url}")
+
+
+def run_stage_unit(recipe: Callable[..., LLMPipeline], kwargs: dict[str, Any], key: str, method: str, args: tuple,
+                   error: type[EnvgenError], stopped: str, kept: str, lease_s: float = LEASE_S) -> dict[str, Any]:
+    """One stage of an LLM pipeline as a Ray task: the pipeline rebuilt from its recipe, ``run_stage(key,
+    pipeline.METHOD, *args)`` under a lease in the store (``run_unit``: a stage another worker holds is waited
+    for, a dead worker's taken over when its lease runs out, a done one not run again). Returns this
+    session's usage and models (a stage found done: none), or ``{"error": message}`` when the stage failed
+    (the stage and the run are marked failed in the store; the driver raises it)."""
+    pipe = recipe(**kwargs)
+
+    def unit(lease: Any) -> dict[str, Any]:
+        pipe.run_stage(key, getattr(pipe, method), *args, error=error, stopped=stopped, kept=kept)
+        return {"usage": pipe.usage.to_dict(), "models": sorted(pipe.models), "tally": pipe.tally()}
+
+    try:
+        return run_unit(pipe.store, pipe.run_id, key, unit, lease_s=lease_s)
+    except error as e:
+        return {"error": str(e)}

@@ -41,13 +41,13 @@ class Interpreter(CategoryFamily):
         assert isinstance(options, InterpreterOptions)
         if not options.uses_llm:
             return super().build(options, progress=progress, log=log)
-        self.local_only(options, "the LLM pipeline")
         pool = load_llm(options.llm_config, base_url=options.llm_base_url, model=options.llm_model,
                         api_key=options.llm_api_key)
         return synthesize_problems(self.category_of(options), options.out, llm=pool,
                                    problems=options.tasks or DEFAULT_PROBLEMS, seed=options.seed,
                                    store_url=options.store, sandbox=options.sandbox, workers=options.workers,
-                                   pass_policy=options.pass_policy, pass_k=options.pass_k, progress=progress)
+                                   pass_policy=options.pass_policy, pass_k=options.pass_k, progress=progress,
+                                   executor=options.executor, ray_address=options.ray_address)
 
 
 FAMILY = Interpreter()

@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shutil
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+from ...build.distributed import LEASE_S, check_executor
 from ...build.gate import gate
 from ...build.offline import Progress, build_generated, check_out
 from ...build.pipeline import LLMPipeline
@@ -332,7 +334,8 @@ class _Writer(LLMPipeline):
         # the run id holds only what the problems depend on: asking for more problems later extends the run
         super().__init__(llm=llm, store_url=store_url, run_id=f"interpreter/{self.slug}/seed{seed}", roles=(ROLE,),
                          agents_dir=agents_dir, work=work, progress=progress)
-        self.probe_dir = self.work / "probe"
+        # per process: Ray workers on one machine build their own pipelines, each writing its probe's checkers
+        self.probe_dir = self.work / "probe" / str(os.getpid())
         self.probe_pack = self._probe_pack()
         self._scrub = {str(self.work.resolve()): "<work>"}
 
@@ -502,16 +505,23 @@ def synthesize_problems(domain: str, out: str | Path, *, llm: LLMConfig | list[L
                         problems: int = DEFAULT_PROBLEMS, seed: int = 0, store_url: str | None = None,
                         sandbox: str = "local", workers: int = 2, pass_policy: str | None = None, pass_k: int = 4,
                         work_dir: str | Path | None = None, agents_dir: str | Path | None = None,
-                        progress: Callable[[int], Any] | None = None) -> BuildReport:
+                        progress: Callable[[int], Any] | None = None, executor: str = "local",
+                        ray_address: str | None = None, lease_s: float = LEASE_S) -> BuildReport:
     """Build an interpreter pack of ``problems`` problems of ``domain`` (in words) with a problem-writer agent.
 
     State (stages, candidates, paid LLM calls) lives in ``store_url`` (default ``ENVGEN_STORE``, else a SQLite
     file in ~/.cache/envgen), keyed by domain and seed: running the same command again resumes, and asking for
     more problems extends the run. ``pass_policy`` (a policy spec, e.g. ``openai:MODEL``) keeps only problems
     it solves at least once in ``pass_k`` rollouts. ``progress(1)`` is called once per problem.
+    ``executor="ray"`` writes each problem in a Ray task on the cluster at ``ray_address`` (its state in
+    ``store_url``, which every node must reach); the pack is the one a local build writes.
     """
-    writer = _Writer(domain, Path(out), llm=llm, problems=problems, seed=seed, store_url=store_url, sandbox=sandbox,
-                     workers=workers, pass_policy=pass_policy, pass_k=pass_k,
-                     work_dir=Path(work_dir) if work_dir is not None else None,
-                     agents_dir=Path(agents_dir) if agents_dir is not None else None, progress=progress)
+    kwargs = dict(domain=domain, out=Path(out), llm=llm, problems=problems, seed=seed, store_url=store_url,
+                  sandbox=sandbox, workers=workers, pass_policy=pass_policy, pass_k=pass_k,
+                  work_dir=Path(work_dir) if work_dir is not None else None,
+                  agents_dir=Path(agents_dir) if agents_dir is not None else None, progress=progress)
+    writer = _Writer(**kwargs)
+    if check_executor(executor) == "ray":  # one Ray task per problem; the pass check stays on this machine
+        writer.on_ray(_Writer, {**kwargs, "store_url": writer.store.url, "work_dir": writer.work},
+                      address=ray_address, lease_s=lease_s)
     return writer.run()

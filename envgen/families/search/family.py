@@ -43,7 +43,6 @@ class Search(CategoryFamily):
         assert isinstance(options, SearchOptions)
         if not options.uses_llm:
             return super().build(options, progress=progress, log=log)
-        self.local_only(options, "the LLM pipeline")
         if options.corpus is None and options.index is None:
             raise InputError("envgen build search with a model needs --corpus or --index to mine entities from")
         pool = load_llm(options.llm_config, base_url=options.llm_base_url, model=options.llm_model,
@@ -52,7 +51,8 @@ class Search(CategoryFamily):
                                  questions=options.tasks or DEFAULT_QUESTIONS, seed=options.seed,
                                  search=options.search, config=options.search_config, store_url=options.store,
                                  workers=options.workers, sandbox=options.sandbox, progress=progress,
-                                 name=options.category)
+                                 name=options.category, executor=options.executor,
+                                 ray_address=options.ray_address)
 
 
 FAMILY = Search()

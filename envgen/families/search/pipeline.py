@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ...llm.client import LLMConfig, LLMPool
 from ...llm.agent import AgentResult, FunctionTools, ToolOutput, Tools
 from ...build.offline import Progress, build_generated, check_out
+from ...build.distributed import LEASE_S, check_executor
 from ...build.pipeline import LLMPipeline
 from ...build.report import BuildReport, count_reasons
 from ...retrieval.corpus import Doc, Entity, build_index, index_corpus, mine_entities, open_index, sample_entities
@@ -362,6 +363,14 @@ class _SearchSynth(LLMPipeline):
         finally:
             self.finish_agent(agent, stage, role + suffix)
 
+    def tally(self) -> dict[str, int]:
+        return {"cache_hits": self.backend.hits, "cache_misses": self.backend.misses}
+
+    def add_tally(self, counts: dict[str, int]) -> None:
+        with self._usage_lock:
+            self.backend.hits += counts.get("cache_hits", 0)
+            self.backend.misses += counts.get("cache_misses", 0)
+
     # -- entities
 
     def entities(self) -> list[Entity]:
@@ -595,7 +604,8 @@ def synthesize_search(out: str | Path, *, llm: LLMConfig | list[LLMConfig] | LLM
                       config: SearchSynthConfig | str | Path | None = None, store_url: str | None = None,
                       workers: int = 2, sandbox: str = "local", work_dir: str | Path | None = None,
                       agents_dir: str | Path | None = None, progress: Progress | None = None,
-                      name: str | None = None) -> BuildReport:
+                      name: str | None = None, executor: str = "local", ray_address: str | None = None,
+                      lease_s: float = LEASE_S) -> BuildReport:
     """Build a search pack with LLM agents from ``questions`` long-tail entities of a corpus, resumably.
 
     ``corpus`` (anything ``envgen.retrieval.corpus.read_docs`` reads) is indexed once under ``work_dir``; or pass a
@@ -604,14 +614,22 @@ def synthesize_search(out: str | Path, *, llm: LLMConfig | list[LLMConfig] | LLM
     ``config`` (a SearchSynthConfig or a YAML/JSON file) names the constructor and answerer
     configurations, verifier passes and the keep rule. State lives in
     ``store_url`` (default ``ENVGEN_STORE``, else ~/.cache/envgen/state.sqlite): rerunning resumes.
-    ``progress(1)`` is called once per entity.
+    ``progress(1)`` is called once per entity. ``executor="ray"`` runs each entity's agents in a Ray task on
+    the cluster at ``ray_address`` (the index at the same path on every node, the state in ``store_url``,
+    which every node must reach); the pack is the one a local build writes.
     """
     if isinstance(config, (str, Path)):
         config = load_search_config(config)
-    synth = _SearchSynth(Path(out), llm=llm, corpus=corpus, index=Path(index) if index is not None else None,
-                         questions=questions, seed=seed, search=search, config=config or SearchSynthConfig(),
-                         store_url=store_url, workers=workers, sandbox=sandbox,
-                         work_dir=Path(work_dir) if work_dir is not None else None,
-                         agents_dir=Path(agents_dir) if agents_dir is not None else None, progress=progress,
-                         name=name)
+    kwargs = dict(out=Path(out), llm=llm, corpus=corpus, index=Path(index) if index is not None else None,
+                  questions=questions, seed=seed, search=search, config=config or SearchSynthConfig(),
+                  store_url=store_url, workers=workers, sandbox=sandbox,
+                  work_dir=Path(work_dir) if work_dir is not None else None,
+                  agents_dir=Path(agents_dir) if agents_dir is not None else None, progress=progress, name=name)
+    synth = _SearchSynth(**kwargs)
+    if check_executor(executor) == "ray":  # one Ray task per entity; the index is read where the task runs
+        if not isinstance(search, str):
+            raise InputError("a search build on Ray takes search='local' or 'web' (each task builds its own "
+                             f"backend), not {type(search).__name__}")
+        synth.on_ray(_SearchSynth, {**kwargs, "corpus": None, "index": synth.index, "store_url": synth.store.url,
+                                    "work_dir": synth.work.parent}, address=ray_address, lease_s=lease_s)
     return synth.run()

@@ -1,0 +1,220 @@
+"""The LLM-agent build pipelines on a real Ray cluster (a head and a second worker node on this machine), the
+models faked at the HTTP boundary (tests/fake_llm.py, the scripted agents of the families' own tests):
+
+- an interpreter build whose problems are Ray tasks writes the pack a local build writes (same content
+  hash) from the same model requests, and reports the same paid calls;
+- a search build whose entities are Ray tasks writes the local build's pack, through the CLI's family entry
+  (``--executor ray`` is no longer refused);
+- a worker killed in the middle of a problem, with the state on a real PostgreSQL server, loses and repeats
+  nothing: its problem is taken over once its lease runs out (that stage's second attempt, every other
+  one's first), its answered model calls are replayed from the store, not asked again, and the pack is the
+  local one.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from envgen.build.family import get_family
+from envgen.families.interpreter.writer import synthesize_problems
+from envgen.llm.client import LLMConfig
+from envgen.pack import load
+from envgen.store import Store
+
+try:
+    from .fake_llm import Fail, FakeLLM, body_key
+    from .interpreter_script import InterpreterScript, problem_number, submissions
+except ImportError:  # tests/ is not a package: pytest puts it on sys.path
+    from fake_llm import Fail, FakeLLM, body_key
+    from interpreter_script import InterpreterScript, problem_number, submissions
+
+pytestmark = pytest.mark.timeout(300)
+IN_CI = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+DOMAIN = "number theory"
+RUN_ID = "interpreter/number-theory/seed0"
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A Ray head (1 CPU) and a second node (1 CPU) on this machine, the driver connected to the head."""
+    try:
+        import ray
+        from ray.cluster_utils import Cluster
+    except ImportError:
+        (pytest.fail if IN_CI else pytest.skip)("Ray is not installed: pip install 'envgen[ray]'")
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    try:
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def llm(fake: FakeLLM) -> LLMConfig:
+    return LLMConfig(name="scripted", base_url=fake.url, model="fake-model", api_key="sk-test", timeout=60,
+                     max_retries=0, price_input=0.28, price_output=0.42)
+
+
+def _interpreter(out: Path, fake: FakeLLM, store: str, work: Path, **kw):
+    ticks: list[int] = []
+    report = synthesize_problems(DOMAIN, out, llm=llm(fake), problems=3, store_url=store, work_dir=work, workers=2,
+                                 progress=ticks.append, **kw)
+    assert ticks == [1, 1, 1]
+    return report
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    d = tmp_path_factory.mktemp("llm-local")
+    with FakeLLM(InterpreterScript()) as fake:
+        report = _interpreter(d / "pack", fake, f"sqlite:///{d / 'state.sqlite'}", d / "work")
+        assert fake.errors == []
+        keys = sorted(r.key for r in fake.log if r.status == 200)
+    return report, d / "pack", keys
+
+
+def test_an_interpreter_build_on_ray_is_the_local_build(ray_cluster, local, tmp_path):
+    report, pack, keys = local
+    store = f"sqlite:///{tmp_path / 'state.sqlite'}"
+    with FakeLLM(InterpreterScript()) as fake:
+        got = _interpreter(tmp_path / "pack", fake, store, tmp_path / "work", executor="ray")
+        assert fake.errors == []
+        assert sorted(r.key for r in fake.log if r.status == 200) == keys  # the same requests, each asked once
+    assert load(tmp_path / "pack").manifest.version == load(pack).manifest.version
+    assert (got.proposed, got.kept, got.rejected_by_reason) == (report.proposed, report.kept, report.rejected_by_reason)
+    for part in ("spent", "session"):  # the workers' usage reaches the driver's report
+        assert got.details["llm"][part]["calls"] == report.details["llm"][part]["calls"] == 5
+        assert got.details["llm"][part]["cost"] == pytest.approx(report.details["llm"][part]["cost"])
+    assert got.details["models"] == ["fake-model"]
+    stages = Store(store).stages(RUN_ID)
+    assert [(s.key, s.status, s.attempts) for s in stages] == [(f"p000{i}", "done", 1) for i in range(3)]
+    claims = Store(store).claims(RUN_ID)  # every problem ran under a lease, once
+    assert [(c.key, c.status, c.attempts) for c in claims] == [(f"p000{i}", "done", 1) for i in range(3)]
+    # the transcripts are where a local build writes them
+    assert sorted(p.name for p in (tmp_path / "work" / "transcripts").iterdir()) == \
+        sorted(p.name for p in (pack.parent / "work" / "transcripts").iterdir())
+
+    # a rerun finds everything done: no model call, no Ray task
+    with FakeLLM() as fake:  # answers 500 to anything
+        again = _interpreter(tmp_path / "again", fake, store, tmp_path / "work", executor="ray")
+        assert fake.log == []
+    assert again.details["llm"]["session"]["calls"] == 0
+    assert load(tmp_path / "again").manifest.version == load(pack).manifest.version
+
+
+def _busy_units() -> list[int]:
+    """Pids of Ray worker processes running a pipeline stage now (Ray titles a busy worker ``ray::FUNCTION``)."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            title = cmdline.read_bytes().split(b"\0", 1)[0]
+        except OSError:
+            continue
+        if title.startswith(b"ray::run_stage_unit"):
+            pids.append(int(cmdline.parent.name))
+    return pids
+
+
+def test_a_worker_killed_mid_problem_loses_and_repeats_nothing(ray_cluster, local, postgres_url, tmp_path):
+    _, pack, keys = local
+    script, blocked, release = InterpreterScript(), threading.Event(), threading.Event()
+
+    def responder(body):
+        # problem 1's second request (its first, answered, is in the store): hold it until its worker is killed
+        if problem_number(body) == 1 and submissions(body) == 1 and not blocked.is_set():
+            blocked.set()
+            release.wait(60)
+            return Fail(500, message="nobody is listening any more")
+        return script(body)
+
+    box: dict = {}
+    with FakeLLM(responder) as fake:
+        def run():
+            try:
+                box["report"] = _interpreter(tmp_path / "pack", fake, postgres_url, tmp_path / "work",
+                                             executor="ray", lease_s=3.0)
+            except BaseException as e:  # handed to the test's thread
+                box["error"] = e
+
+        t = threading.Thread(target=run)
+        t.start()
+        try:
+            assert blocked.wait(90), "problem 1 never asked its second request"
+            deadline = time.monotonic() + 30
+            while True:  # the other problems finish in a moment: then the one busy worker is problem 1's
+                done = [s for s in Store(postgres_url).stages(RUN_ID) if s.status == "done"]
+                busy = _busy_units()
+                if len(done) == 2 and len(busy) == 1:
+                    break
+                assert time.monotonic() < deadline, (done, busy)
+                time.sleep(0.05)
+            os.kill(busy[0], signal.SIGKILL)
+        finally:
+            release.set()
+            t.join(120)
+        assert "error" not in box, box.get("error")
+        assert fake.errors == []
+        paid = Counter(r.key for r in fake.log if r.status == 200)
+        unpaid = [r for r in fake.log if r.status != 200]
+    assert sorted(paid) == keys and set(paid.values()) == {1}  # no paid call was made twice
+    # the held request, which the dead worker never got an answer to, is the only one asked again
+    assert [(problem_number(r.body), submissions(r.body), r.key in paid) for r in unpaid] == [(1, 1, True)]
+
+    assert load(tmp_path / "pack").manifest.version == load(pack).manifest.version
+    s = Store(postgres_url)
+    stages = {st.key: (st.status, st.attempts) for st in s.stages(RUN_ID)}
+    assert stages == {"p0000": ("done", 2), "p0001": ("done", 1), "p0002": ("done", 1)}  # problem 1 is p0000
+    assert {c.key: (c.status, c.attempts) for c in s.claims(RUN_ID)} == stages
+    assert sorted(c.key for c in s.candidates(RUN_ID)) == ["p0000", "p0001", "p0002"]
+    assert s.llm_spend(RUN_ID)["calls"] == 5 == box["report"].details["llm"]["spent"]["calls"]
+
+
+def test_a_search_build_on_ray_from_the_family_entry_is_the_local_build(ray_cluster, tmp_path, monkeypatch):
+    try:
+        from .test_search import Script, small_corpus
+    except ImportError:
+        from test_search import Script, small_corpus
+    from envgen.retrieval.corpus import build_index, mine_entities, read_docs, sample_entities, shipped_corpus
+
+    monkeypatch.setenv("ENVGEN_CACHE", str(tmp_path / "cache"))  # the family's default work dir
+    docs = list(read_docs(shipped_corpus()))
+    corpus = small_corpus(tmp_path, docs)
+    index = tmp_path / "index.sqlite"
+    build_index(read_docs(corpus), index)
+    ents = sample_entities([e for e in mine_entities(index, spans=False) if e.domain == "city"], 3, seed=5)
+    facts = {d.id: d.facts for d in docs}
+    truth = {e.name: facts[f"country/{facts[e.doc_id]['country']}"]["capital"] for e in ents}
+    scenario = dict(zip(truth, ["keep", "easy", "keep"]))
+    config = tmp_path / "search.yaml"
+    config.write_text("domains: [city]\nverify_passes: 1\nanswerers:\n  - {name: closed-book, tools: false, max_turns: 1}\n"
+                      "  - {name: deep-search, max_turns: 4, note: You are the deep searcher.}\n")
+    family = get_family("search")
+    packs, requests = {}, {}
+    for executor in ("local", "ray"):
+        with FakeLLM(Script(truth, scenario)) as fake:
+            opts = family.options(out=tmp_path / executor, index=index, tasks=3, seed=5, search_config=config,
+                                  llm_model="fake-model", llm_base_url=fake.url, llm_api_key="sk-test",
+                                  store=f"sqlite:///{tmp_path / executor}.sqlite", executor=executor, workers=2)
+            ticks: list[int] = []
+            report = family.build(opts, progress=ticks.append)
+            assert fake.errors == [] and ticks == [1, 1, 1]
+            requests[executor] = sorted(r.key for r in fake.answered())
+        packs[executor] = report
+    assert requests["ray"] == requests["local"]
+    assert load(tmp_path / "ray").manifest.version == load(tmp_path / "local").manifest.version
+    assert packs["ray"].kept == packs["local"].kept == 2
+    for key in ("dropped_by_reason", "search"):
+        assert packs["ray"].details[key] == packs["local"].details[key], key
+    assert packs["ray"].details["llm"]["session"]["calls"] == packs["local"].details["llm"]["session"]["calls"] > 0
