@@ -5,6 +5,8 @@ models faked at the HTTP boundary (tests/fake_llm.py, the scripted agents of the
   hash) from the same model requests, and reports the same paid calls;
 - a search build whose entities are Ray tasks writes the local build's pack, through the CLI's family entry
   (``--executor ray`` is no longer refused);
+- a general build runs its stages (database, tools, each level) one after another as Ray tasks and writes
+  the local build's pack from the same requests;
 - a worker killed in the middle of a problem, with the state on a real PostgreSQL server, loses and repeats
   nothing: its problem is taken over once its lease runs out (that stage's second attempt, every other
   one's first), its answered model calls are replayed from the store, not asked again, and the pack is the
@@ -29,10 +31,12 @@ from envgen.pack import load
 from envgen.store import Store
 
 try:
-    from .fake_llm import Fail, FakeLLM, body_key
+    from .fake_llm import Fail, FakeLLM
+    from .general_script import GeneralScript
     from .interpreter_script import InterpreterScript, problem_number, submissions
 except ImportError:  # tests/ is not a package: pytest puts it on sys.path
-    from fake_llm import Fail, FakeLLM, body_key
+    from fake_llm import Fail, FakeLLM
+    from general_script import GeneralScript
     from interpreter_script import InterpreterScript, problem_number, submissions
 
 pytestmark = pytest.mark.timeout(300)
@@ -218,3 +222,28 @@ def test_a_search_build_on_ray_from_the_family_entry_is_the_local_build(ray_clus
     for key in ("dropped_by_reason", "search"):
         assert packs["ray"].details[key] == packs["local"].details[key], key
     assert packs["ray"].details["llm"]["session"]["calls"] == packs["local"].details["llm"]["session"]["calls"] > 0
+
+
+def test_a_general_build_on_ray_runs_its_stages_in_order_and_is_the_local_build(ray_cluster, tmp_path):
+    from envgen.families.general.pipeline import synthesize
+
+    builds = {}
+    for executor in ("local", "ray"):
+        ticks: list[int] = []
+        store = f"sqlite:///{tmp_path / executor}.sqlite"
+        with FakeLLM(GeneralScript()) as fake:
+            report = synthesize("travel planning", tmp_path / executor, llm=llm(fake), store_url=store,
+                                work_dir=tmp_path / f"work-{executor}", max_levels=2, progress=ticks.append,
+                                executor=executor)
+            assert fake.errors == []
+            keys = [r.key for r in fake.log if r.status == 200]
+        assert ticks == [1] * 5  # database, tools, two levels, the pack
+        builds[executor] = (report, keys, Store(store))
+    (local, local_keys, _), (ray, ray_keys, store) = builds["local"], builds["ray"]
+    assert ray_keys == local_keys  # the same requests, in the same order: the stages ran one after another
+    assert load(tmp_path / "ray").manifest.version == load(tmp_path / "local").manifest.version
+    assert ray.kept == local.kept == 2
+    assert ray.details["llm"]["session"]["calls"] == local.details["llm"]["session"]["calls"] == len(keys)
+    run = "general/travel-planning/seed0"
+    assert [(c.key, c.status, c.attempts) for c in store.claims(run)] == \
+        [(k, "done", 1) for k in ("c0/l1", "c0/l2", "database", "tools")]

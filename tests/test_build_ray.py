@@ -352,13 +352,3 @@ def test_an_offline_category_built_on_ray_from_the_cli_is_the_local_pack_and_res
     assert again.exit_code == 0, again.output
     assert [(st.status, st.attempts) for st in s.stages(run)] == [("done", 1)] * 6
     assert load(tmp_path / "ray").manifest.version == load(tmp_path / "local").manifest.version
-
-
-def test_an_llm_pipeline_refuses_the_ray_executor_with_one_clear_line():
-    from envgen.build.family import get_family
-    from envgen.errors import InputError
-
-    family = get_family("general")
-    opts = family.options(out="x", category="a bookshop", llm_model="m", executor="ray")
-    with pytest.raises(InputError, match="the LLM pipeline runs on this machine only.*drop --executor ray"):
-        family.build(opts)

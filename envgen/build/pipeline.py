@@ -82,6 +82,11 @@ class LLMPipeline:
         dead worker's stage stays claimed before another takes it over."""
         self._ray = (recipe, {**kwargs, "progress": None}, address, lease_s)
 
+    @property
+    def on_cluster(self) -> bool:
+        """Whether ``run_stages`` runs stages as Ray tasks (``on_ray`` was called)."""
+        return self._ray is not None
+
     def scrub(self, text: str) -> str:
         """Error text as stored and shown; families that run generated code hide per-run paths here."""
         return text

@@ -37,13 +37,12 @@ class General(CategoryFamily):
         assert isinstance(options, GeneralOptions)
         if not options.uses_llm:
             return super().build(options, progress=progress, log=log)
-        self.local_only(options, "the LLM pipeline")
         pool = load_llm(options.llm_config, base_url=options.llm_base_url, model=options.llm_model,
                         api_key=options.llm_api_key)
         return synthesize(self.category_of(options), options.out, llm=pool, store_url=options.store,
                           sandbox=options.sandbox, max_levels=options.max_levels, chains=options.chains,
                           seed=options.seed, search=options.search, review=options.review, workers=options.workers,
-                          progress=progress)
+                          progress=progress, executor=options.executor, ray_address=options.ray_address)
 
 
 FAMILY = General()

@@ -48,6 +48,7 @@ from .static_checks import changed_definitions, check_solution, check_tools_sour
 from ...llm.client import LLMConfig, LLMPool
 from ...llm.agent import FunctionTools, SandboxTools, ToolOutput, Tools, Toolset
 from ...build.offline import check_out, not_applicable, record_and_gate, record_expectation
+from ...build.distributed import LEASE_S, check_executor
 from ...build.pipeline import LLMPipeline
 from ...build.report import BuildReport, reason_key
 from ...episodes.episode import replay
@@ -757,9 +758,20 @@ class _Synth(LLMPipeline):
             "sandbox": self.backend, "review": self.review_on, "models": [c.describe() for c in self.pool.configs]})
         for i, key in enumerate(self.plan[:-1]):
             t0 = time.perf_counter()
-            if self.run_stage(key, self._stage, i, key, error=SynthesisError,
-                              stopped=f"{self.category!r}: stage {key} stopped",
-                              kept="finished stages and paid LLM calls"):
+            how = dict(error=SynthesisError, stopped=f"{self.category!r}: stage {key} stopped",
+                       kept="finished stages and paid LLM calls")
+            if self.on_cluster:
+                # one stage at a time, each a Ray task: a level builds on the env the stages before it left (a
+                # raiser may add tools and rows) and a chain's first level avoids the tasks accepted before it,
+                # so the stages depend on each other in plan order and cannot run side by side
+                st = self.store.stage(self.run_id, key)
+                if st is None or st.status != "done":
+                    self.run_stages([(key, (i, key))], self._stage, workers=1, thread_name="envgen-general", **how)
+                    self.timings[key] = time.perf_counter() - t0
+                else:
+                    self.progress(1)
+                continue
+            if self.run_stage(key, self._stage, i, key, **how):
                 self.timings[key] = time.perf_counter() - t0
             self.progress(1)
         t0 = time.perf_counter()
@@ -1098,7 +1110,8 @@ def synthesize(category: str, out: str | Path, *, llm: LLMConfig | list[LLMConfi
                store_url: str | None = None, sandbox: str = "local", max_levels: int = 3, chains: int = 1,
                seed: int = 0, search: str | SearchBackend = "none", review: bool = True, workers: int = 2,
                work_dir: str | Path | None = None, agents_dir: str | Path | None = None,
-               progress: Progress | None = None) -> BuildReport:
+               progress: Progress | None = None, executor: str = "local", ray_address: str | None = None,
+               lease_s: float = LEASE_S) -> BuildReport:
     """Build a pack for ``category`` with LLM agents (DeepSeek-V3.2's general-agent synthesis), resumably.
 
     ``chains`` independent tasks are proposed, each raised up to ``max_levels`` levels of difficulty.
@@ -1106,9 +1119,19 @@ def synthesize(category: str, out: str | Path, *, llm: LLMConfig | list[LLMConfi
     file in ~/.cache/envgen), keyed by category and seed: running the same command again resumes. Transcripts
     and scratch files go under ``work_dir`` (default ~/.cache/envgen/synth/CATEGORY-seedSEED).
     ``progress(1)`` is called once per stage (``stage_count(max_levels, chains)`` calls).
+    ``executor="ray"`` runs every stage as a Ray task on the cluster at ``ray_address``, one after another (each
+    builds on the stages before it), its state in ``store_url``, which every node must reach; the pack is the
+    one a local build writes.
     """
-    synth = _Synth(category, Path(out), llm=llm, store_url=store_url, sandbox=sandbox, max_levels=max_levels,
-                   chains=chains, seed=seed, search=search, review=review, workers=workers,
-                   work_dir=Path(work_dir) if work_dir is not None else None,
-                   agents_dir=Path(agents_dir) if agents_dir is not None else None, progress=progress)
+    kwargs = dict(category=category, out=Path(out), llm=llm, store_url=store_url, sandbox=sandbox,
+                  max_levels=max_levels, chains=chains, seed=seed, search=search, review=review, workers=workers,
+                  work_dir=Path(work_dir) if work_dir is not None else None,
+                  agents_dir=Path(agents_dir) if agents_dir is not None else None, progress=progress)
+    synth = _Synth(**kwargs)
+    if check_executor(executor) == "ray":
+        if not isinstance(search, str):
+            raise InputError("a general build on Ray takes search='none', 'web' or 'local' (each task builds its "
+                             f"own backend), not {type(search).__name__}")
+        synth.on_ray(_Synth, {**kwargs, "store_url": synth.store.url, "work_dir": synth.work}, address=ray_address,
+                     lease_s=lease_s)
     return synth.run()
