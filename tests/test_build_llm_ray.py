@@ -1,8 +1,9 @@
 """The LLM-agent build pipelines on a real Ray cluster (a head and a second worker node on this machine), the
 models faked at the HTTP boundary (tests/fake_llm.py, the scripted agents of the families' own tests):
 
-- an interpreter build whose problems are Ray tasks writes the pack a local build writes (same content
-  hash) from the same model requests, and reports the same paid calls;
+- an interpreter build whose problems are Ray tasks, stopped by a model outage on one problem, fails with the
+  local build's error and leaves no lease behind; its rerun writes the pack a local build writes (same
+  content hash) from the same model requests, each paid once, and reports the same paid calls;
 - a search build whose entities are Ray tasks writes the local build's pack, through the CLI's family entry
   (``--executor ray`` is no longer refused);
 - a general build runs its stages (database, tools, each level) one after another as Ray tasks and writes
@@ -25,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from envgen.build.family import get_family
+from envgen.errors import SynthesisError
 from envgen.families.interpreter.writer import synthesize_problems
 from envgen.llm.client import LLMConfig
 from envgen.pack import load
@@ -71,11 +73,12 @@ def llm(fake: FakeLLM) -> LLMConfig:
                      max_retries=0, price_input=0.28, price_output=0.42)
 
 
-def _interpreter(out: Path, fake: FakeLLM, store: str, work: Path, **kw):
-    ticks: list[int] = []
+def _interpreter(out: Path, fake: FakeLLM, store: str, work: Path, ticks: list | None = [1, 1, 1], **kw):
+    """An interpreter build of 3 problems; ``ticks``: the progress calls it must make (None: not checked)."""
+    got: list[int] = []
     report = synthesize_problems(DOMAIN, out, llm=llm(fake), problems=3, store_url=store, work_dir=work, workers=2,
-                                 progress=ticks.append, **kw)
-    assert ticks == [1, 1, 1]
+                                 progress=got.append, **kw)
+    assert ticks is None or got == ticks
     return report
 
 
@@ -89,32 +92,47 @@ def local(tmp_path_factory):
     return report, d / "pack", keys
 
 
-def test_an_interpreter_build_on_ray_is_the_local_build(ray_cluster, local, tmp_path):
+def test_an_interpreter_build_on_ray_stopped_by_an_outage_resumes_to_the_local_build(ray_cluster, local, tmp_path):
     report, pack, keys = local
-    store = f"sqlite:///{tmp_path / 'state.sqlite'}"
+    store, work = f"sqlite:///{tmp_path / 'state.sqlite'}", tmp_path / "work"
+    script = InterpreterScript()
+    outage = lambda body: Fail(500, message="overloaded") if problem_number(body) == 3 else script(body)  # noqa: E731
+    with FakeLLM(outage) as fake:
+        with pytest.raises(SynthesisError, match=r"interpreter pipeline stopped: .*HTTP 500.*Rerun the same command"):
+            _interpreter(tmp_path / "pack", fake, store, work, executor="ray", ticks=None)
+        first = [r.key for r in fake.log if r.status == 200]
+    assert not (tmp_path / "pack").exists()
+    assert {st.key: st.status for st in Store(store).stages(RUN_ID)}["p0002"] == "failed"
+    assert [e.stage for e in Store(store).errors(RUN_ID)] == ["p0002"]
+    deadline = time.monotonic() + 10  # the interrupted stages give their leases up, well before they would end
+    while any(c.status == "claimed" for c in Store(store).claims(RUN_ID)):
+        assert time.monotonic() < deadline, Store(store).claims(RUN_ID)
+        time.sleep(0.05)
+
+    t0 = time.monotonic()
     with FakeLLM(InterpreterScript()) as fake:
-        got = _interpreter(tmp_path / "pack", fake, store, tmp_path / "work", executor="ray")
+        got = _interpreter(tmp_path / "pack", fake, store, work, executor="ray", ticks=None)
         assert fake.errors == []
-        assert sorted(r.key for r in fake.log if r.status == 200) == keys  # the same requests, each asked once
+        again = [r.key for r in fake.log if r.status == 200]
+    assert time.monotonic() - t0 < 30  # no stage waited for a lease (60 s) to run out
+    assert sorted(first + again) == keys  # the local build's requests, each paid once over both runs
     assert load(tmp_path / "pack").manifest.version == load(pack).manifest.version
     assert (got.proposed, got.kept, got.rejected_by_reason) == (report.proposed, report.kept, report.rejected_by_reason)
-    for part in ("spent", "session"):  # the workers' usage reaches the driver's report
-        assert got.details["llm"][part]["calls"] == report.details["llm"][part]["calls"] == 5
-        assert got.details["llm"][part]["cost"] == pytest.approx(report.details["llm"][part]["cost"])
+    assert got.details["llm"]["spent"] == report.details["llm"]["spent"]  # the store's count: 5 calls, same cost
+    # the workers' usage reaches the driver's report: this session paid for what the first one did not
+    assert got.details["llm"]["session"]["calls"] == len(again) > 0
     assert got.details["models"] == ["fake-model"]
-    stages = Store(store).stages(RUN_ID)
-    assert [(s.key, s.status, s.attempts) for s in stages] == [(f"p000{i}", "done", 1) for i in range(3)]
-    claims = Store(store).claims(RUN_ID)  # every problem ran under a lease, once
-    assert [(c.key, c.status, c.attempts) for c in claims] == [(f"p000{i}", "done", 1) for i in range(3)]
+    claims = Store(store).claims(RUN_ID)  # every problem finished under a lease
+    assert [(c.key, c.status) for c in claims] == [(f"p000{i}", "done") for i in range(3)]
     # the transcripts are where a local build writes them
-    assert sorted(p.name for p in (tmp_path / "work" / "transcripts").iterdir()) == \
+    assert sorted(p.name for p in (work / "transcripts").iterdir()) == \
         sorted(p.name for p in (pack.parent / "work" / "transcripts").iterdir())
 
     # a rerun finds everything done: no model call, no Ray task
     with FakeLLM() as fake:  # answers 500 to anything
-        again = _interpreter(tmp_path / "again", fake, store, tmp_path / "work", executor="ray")
+        rerun = _interpreter(tmp_path / "again", fake, store, work, executor="ray")
         assert fake.log == []
-    assert again.details["llm"]["session"]["calls"] == 0
+    assert rerun.details["llm"]["session"]["calls"] == 0
     assert load(tmp_path / "again").manifest.version == load(pack).manifest.version
 
 
@@ -148,7 +166,7 @@ def test_a_worker_killed_mid_problem_loses_and_repeats_nothing(ray_cluster, loca
         def run():
             try:
                 box["report"] = _interpreter(tmp_path / "pack", fake, postgres_url, tmp_path / "work",
-                                             executor="ray", lease_s=3.0)
+                                             executor="ray", lease_s=2.0)
             except BaseException as e:  # handed to the test's thread
                 box["error"] = e
 

@@ -73,10 +73,12 @@ class Units:
         finally:
             self.cancel()
 
-    def cancel(self) -> None:
+    def cancel(self, force: bool = True) -> None:
+        """Cancel every unit not yet returned: ``force`` kills the worker of a running one (its lease then runs
+        out); without it a running unit is interrupted (``KeyboardInterrupt``) and releases its lease."""
         for ref in self._pending:
             try:
-                self.ray.cancel(ref, force=True)
+                self.ray.cancel(ref, force=force)
             except Exception:  # already finished or its worker is gone: nothing left to stop
                 pass
         self._pending.clear()

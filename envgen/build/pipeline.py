@@ -213,6 +213,9 @@ class LLMPipeline:
         try:
             for _key, result in units.completed():
                 if "error" in result:  # the unit marked its stage and the run failed, as run_stage does here
+                    # the others are interrupted, not their workers killed: their leases are released, so the
+                    # rerun the error asks for takes their stages at once instead of waiting for the leases to end
+                    units.cancel(force=False)
                     raise error(result["error"])
                 used = result.get("usage", {})
                 self.add_usage(Usage(**{k: v for k, v in used.items() if k in Usage.__dataclass_fields__}))
