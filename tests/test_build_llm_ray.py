@@ -220,7 +220,8 @@ def test_a_search_build_on_ray_from_the_family_entry_is_the_local_build(ray_clus
     truth = {e.name: facts[f"country/{facts[e.doc_id]['country']}"]["capital"] for e in ents}
     scenario = dict(zip(truth, ["keep", "easy", "keep"]))
     config = tmp_path / "search.yaml"
-    config.write_text("domains: [city]\nverify_passes: 1\nanswerers:\n  - {name: closed-book, tools: false, max_turns: 1}\n"
+    config.write_text("domains: [city]\nverify_passes: 1\nanswerers:\n"
+                      "  - {name: closed-book, tools: false, max_turns: 1}\n"
                       "  - {name: deep-search, max_turns: 4, note: You are the deep searcher.}\n")
     family = get_family("search")
     packs, requests = {}, {}

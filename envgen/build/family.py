@@ -56,9 +56,9 @@ class BuildOptions(BaseModel):
                                                 "resumes from it (default: ENVGEN_STORE, else the cache dir).",
                               json_schema_extra=flag("--store", envvar="ENVGEN_STORE"))
     executor: Literal["local", "ray"] = Field(
-        "local", description="Where the build's units (candidates, tasks) run: local (this machine) or ray (Ray "
-                             "tasks on a cluster; every node needs Docker for --sandbox docker and must reach "
-                             "--store, so give a PostgreSQL URL across machines).",
+        "local", description="Where the build's units (candidates, tasks, LLM-agent stages) run: local (this "
+                             "machine) or ray (Ray tasks on a cluster; every node needs Docker for --sandbox docker "
+                             "and must reach --store, so give a PostgreSQL URL across machines).",
         json_schema_extra=flag("--executor", envvar="ENVGEN_EXECUTOR"))
     ray_address: str | None = Field(None, description="Ray cluster to join with --executor ray (default: "
                                                       "RAY_ADDRESS, else start a local one).",
