@@ -222,6 +222,11 @@ class LLMPipeline:
                 self.models.update(result.get("models", ()))
                 self.add_tally(result.get("tally", {}))
                 self.progress(1)
+        except error:
+            raise
+        except Exception as e:  # a bug in a unit (Ray hands it back wrapped): the run is marked, as on threads
+            cause = getattr(e, "cause", None) or e
+            raise self.stop(error, f"{stopped}: {type(cause).__name__}: {cause}", kept) from e
         finally:
             units.cancel()
 
