@@ -193,8 +193,9 @@ def test_ctrl_c_of_a_driver_releases_its_leases_and_the_rerun_resumes_at_once(cl
     cmd = _cli(root, "interrupted", postgres_url, cluster.address)
     proc, done, running = _start_and_stop(cmd, postgres_url, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
+    if os.environ.get("I19_DEBUG"): Path(os.environ["I19_DEBUG"]).write_text(err)
     assert proc.returncode == 130, err[-2000:]
-    assert "interrupted: stopped" in err and "lease(s); rerun the same command to resume" in err, err[-2000:]
+    assert "interrupted: stopped the" in err and "lease(s); rerun the same command to resume" in err, err[-2000:]
     run = _run_id(postgres_url)
     s = Store(postgres_url)
     assert [c.key for c in s.claims(run) if c.status == "claimed"] == []  # every lease given back

@@ -82,42 +82,44 @@ class Units:
         finally:
             self.cancel()
 
-    def cancel(self, wait_s: float = 0.0) -> None:
-        """Stop every unit still running (its worker process is killed); with ``wait_s``, wait that long for
-        them to be gone."""
-        refs = list(self._pending)
-        for ref in refs:
+    def cancel(self) -> None:
+        for ref in self._pending:
             try:
                 self.ray.cancel(ref, force=True)
             except Exception:  # already finished or its worker is gone: nothing left to stop
                 pass
         self._pending.clear()
-        if refs and wait_s > 0:
-            try:
-                self.ray.wait(refs, num_returns=len(refs), timeout=wait_s)
-            except Exception:  # the cluster went away too: its workers with it
-                pass
 
     def interrupted(self) -> None:
         """The driver was interrupted (Ctrl-C): stop the units in flight, give their leases back, so a rerun
         (or another driver) takes them at once, and say so. ``completed`` calls it when the interrupt comes
-        while it waits (nearly always); a caller whose own code was interrupted calls it too (once is done)."""
+        while it waits (nearly always); a caller whose own code was interrupted calls it too (once is done).
+
+        The units are stopped by ending this driver's Ray job (``ray.shutdown``): Ray then kills the job's
+        workers on every node, as it does for a driver that died. Force-cancelling each task instead raced
+        the tasks' replies in Ray's core worker here (a fatal check, now and then, on Ctrl-C)."""
         if self._interrupted:
             return
         self._interrupted = True
         n = len(self._pending)
-        self.cancel(wait_s=10.0)
+        self._pending.clear()
+        prefix = job_prefix(self.ray)
+        try:
+            self.ray.shutdown()
+        except Exception:  # already disconnected: the job has ended all the same
+            pass
         released = 0
         if self._leases is not None:
+            time.sleep(DRIVER_GRACE_S)  # for Ray's kill of the job's workers to land before their leases go
             store, run_id = self._leases
             try:
-                released = store.release_owned(run_id, job_prefix(self.ray))
+                released = store.release_owned(run_id, prefix)
             except Exception:  # the store is unreachable: the rerun takes them over as a dead driver's
                 pass
         if self._log is not None:
             where = f"; finished ones are kept in {self._leases[0].url}" if self._leases else ""
-            self._log(f"interrupted: stopped {n} unit(s) in flight and released {released} lease(s); rerun the "
-                      f"same command to resume{where}")
+            self._log(f"interrupted: stopped the {n} unit(s) still pending and released {released} lease(s); "
+                      f"rerun the same command to resume{where}")
 
 
 LEASE_S = 60.0
