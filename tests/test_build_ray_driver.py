@@ -173,6 +173,7 @@ def test_a_killed_driver_s_rerun_takes_its_units_over_at_once_and_repeats_nothin
     summary, took = _run(cmd)
     _same_packs(root, "killed", reference, summary)
     assert took < 45, f"the rerun took {took:.0f}s: it waited out the dead driver's leases"
+    print(f"killed-driver rerun: {took:.1f}s")
     stages = s.stages(run)
     assert len(stages) == len({st.key for st in stages}) == 5 and {st.status for st in stages} == {"done"}
     claims = {c.key: c for c in s.claims(run)}
