@@ -8,6 +8,7 @@ outlives it, with the state on a real PostgreSQL server (``postgres_url``, tests
   waiting out their 60 s leases, and loses or duplicates nothing;
 - Ctrl-C (SIGINT) of the driver: one clear line, the in-flight units' leases released in the store, and a
   rerun that resumes at once;
+- an offline category's gate unit left running by a dead driver (under an hour's lease) is gated again at once;
 - a lease is taken over early only when its owner is provably gone: the owner's Ray job is dead in this
   cluster's job table; a live job's unit (a Ray task holding its lease) is never taken over, nor one of
   another cluster or one not on Ray.
@@ -289,3 +290,39 @@ def test_a_live_unit_on_ray_is_waited_for_not_taken_over(cluster, tmp_path):
     assert owners[0] == owners[1]  # the second got the first's result: it did not run the unit
     (claim,) = store.claims("r")
     assert (claim.owner, claim.attempts, claim.status) == (owners[0], 1, "done")
+
+
+def test_an_offline_gate_unit_of_a_dead_driver_is_taken_over_at_once(cluster, tmp_path):
+    """An offline category's gate units go through the same lease: a unit left 'running' under an hour's
+    lease by a driver whose job is dead (the state a SIGKILLed driver leaves) is gated again at once."""
+    from sqlalchemy import select, update
+
+    from envgen.build.offline import build
+    from envgen.store import Claim, Stage
+
+    store = tmp_path / "state.sqlite"
+    first = build("general", "customer_service", tmp_path / "pack", tasks=4, workers=2, executor="ray", store=store)
+    s = Store(store)
+    with s.session() as sess:
+        (run,) = sess.scalars(select(Run.id).where(Run.kind == "build-offline"))
+    key = s.stages(run)[0].key
+    gone = _finished_job_owner(cluster.address)
+    with s.session() as sess:  # what the killed driver left: the unit running under its worker's lease
+        sess.execute(update(Stage).where(Stage.run_id == run, Stage.key == key).values(status="running"))
+        sess.execute(update(Claim).where(Claim.run_id == run, Claim.key == key).values(
+            status="claimed", owner=gone, expires_at=time.time() + 3600))
+        sess.commit()
+    version = load(tmp_path / "pack").manifest.version
+    shutil.rmtree(tmp_path / "pack")
+    t0 = time.monotonic()
+    again = build("general", "customer_service", tmp_path / "pack", tasks=4, workers=2, executor="ray", store=store)
+    took = time.monotonic() - t0
+    assert took < 30, f"the rerun took {took:.0f}s: it waited out the dead driver's lease"
+    assert (again.proposed, again.kept) == (first.proposed, first.kept) == (4, 4)
+    assert load(tmp_path / "pack").manifest.version == version
+    claims = {c.key: c for c in s.claims(run)}
+    assert {c.status for c in claims.values()} == {"done"}
+    assert claims[key].attempts == 2 and claims[key].owner != gone
+    assert sorted((c.attempts for k, c in claims.items() if k != key)) == [1, 1, 1]  # the others: not redone
+    assert [st.attempts for st in s.stages(run) if st.key != key] == [1, 1, 1]
+
