@@ -563,16 +563,46 @@ class Store:
             Claim.run_id == run_id, Claim.key == key, Claim.owner == owner, Claim.status == "claimed",
         ).values(status="done", updated_at=_now())).rowcount == 1, "finishing a claim")
 
+    def holder(self, run_id: str, key: str) -> str | None:
+        """The owner holding ``key`` now (its lease live or not); None when the key is free or done."""
+        with self.session() as s:
+            return s.scalar(select(Claim.owner).where(Claim.run_id == run_id, Claim.key == key,
+                                                      Claim.status == "claimed"))
+
+    def take_over(self, run_id: str, key: str, holder: str, owner: str, lease_s: float = 300.0) -> bool:
+        """Take ``key`` from ``holder`` before its lease runs out, for ``owner``: only for a holder the caller
+        knows is gone (a Ray worker of a driver that died: Ray killed it). A compare-and-swap on the holder:
+        False when the key is no longer ``holder``'s (done, released, or another taker was first).
+        ``attempts`` counts it, as a takeover of an expired lease."""
+        return self.write(lambda s: s.execute(update(Claim).where(
+            Claim.run_id == run_id, Claim.key == key, Claim.owner == holder, Claim.status == "claimed",
+        ).values(attempts=Claim.attempts + 1, owner=owner, expires_at=time.time() + lease_s,
+                 updated_at=_now())).rowcount == 1, "taking over a claim")
+
+    def release_owned(self, run_id: str, prefix: str) -> int:
+        """Release every unfinished claim of ``run_id`` whose owner starts with ``prefix`` (a driver giving
+        back the units of its own workers after it stopped them); how many."""
+        return self.write(lambda s: s.execute(delete(Claim).where(
+            Claim.run_id == run_id, Claim.owner.startswith(prefix, autoescape=True), Claim.status == "claimed",
+        )).rowcount, "releasing claims")
+
     @contextmanager
-    def lease(self, run_id: str, key: str, owner: str | None = None, lease_s: float = 300.0) -> Iterator[Lease | None]:
+    def lease(self, run_id: str, key: str, owner: str | None = None, lease_s: float = 300.0,
+              abandoned: Callable[[str], bool] | None = None) -> Iterator[Lease | None]:
         """``claim`` as a context: yields a ``Lease`` when won (None when not: skip the work). While the body
         runs, a daemon thread renews the lease every ``lease_s / 3`` seconds; a failed renewal sets
         ``lease.lost`` (another worker took the key over: stop and publish nothing). Leaving the body
-        normally marks the key ``done``; leaving it by an exception ``release``s it for another worker."""
+        normally marks the key ``done``; leaving it by an exception ``release``s it for another worker.
+
+        ``abandoned(holder)``: whether another holder is provably gone (its process cannot run any more);
+        its key is then taken over at once (``take_over``) instead of when its lease runs out."""
         owner = owner or worker_id()
         if not self.claim(run_id, key, owner, lease_s):
-            yield None
-            return
+            holder = self.holder(run_id, key) if abandoned is not None else None
+            if holder is None or holder == owner or not abandoned(holder) \
+                    or not self.take_over(run_id, key, holder, owner, lease_s):
+                yield None
+                return
         held = Lease(run_id, key, owner)
         stop = threading.Event()
 

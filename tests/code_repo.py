@@ -141,15 +141,17 @@ def _commit(repo: Path, message: str, day: int) -> str:
     return _git(repo, "rev-parse", "HEAD")
 
 
-def make_calc_repo(root: Path, *, slow_tests: int = 0, slow_loops: int = 20000) -> dict[str, str]:
+def make_calc_repo(root: Path, *, slow_tests: int = 0, slow_loops: int = 20000, flaky: bool = True) -> dict[str, str]:
     """Create the repository at ``root``; return {"initial", "fix", "float", "docs", "power", "readme": sha}.
 
     ``slow_tests`` adds a parametrized test module of that many CPU-bound tests to the test files the
-    fix commits touch (the benchmark uses it to make test time dominate).
+    fix commits touch (the benchmark uses it to make test time dominate). ``flaky=False`` leaves ``test_flaky``
+    out: its counter lives in the temp dir, which the local sandbox shares between runs and candidates, so
+    local-sandbox builds that must decide the same every time use a repository without it.
     """
     root.mkdir(parents=True, exist_ok=True)
     _git(root, "init", "-q", "-b", "main")
-    tests = TESTS
+    tests = TESTS if flaky else TESTS[:TESTS.index("\n\ndef test_flaky")] + "\n"
     extra = {}
     if slow_tests:
         extra["tests/test_work.py"] = SLOW_TESTS.format(n=slow_tests, loops=slow_loops)

@@ -9,7 +9,9 @@ several machines), so this module is only the seam between the two:
 - ``Units`` submits one function call per unit and hands back results as they finish, in completion
   order, with the unit's key; the first exception cancels the rest;
 - ``run_unit`` runs a unit under a lease in the store (``Store.lease``): a unit another worker holds is
-  waited for, a dead worker's is taken over when its lease runs out, a done one is not run again;
+  waited for, a dead worker's is taken over when its lease runs out, a done one is not run again; a unit
+  of a driver that died (or was stopped) is taken over at once, since Ray killed its workers with it
+  (``unit_owner`` / ``abandoned``);
 - ``pack_bytes`` / ``unpack`` carry a pack a worker wrote on its own disk to the driver through the store
   (an artifact), so a pack survives the worker, and a driver that was killed finds it on resume.
 
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..errors import InputError
-from ..store import Lease, Store
+from ..store import Lease, Store, worker_id
 
 EXECUTORS = ("local", "ray")
 RETRIES = 3
@@ -50,10 +52,14 @@ class Units:
     pickled once per unit.
     """
 
-    def __init__(self, ray: Any, fn: Callable[..., Any], *, retries: int = RETRIES):
+    def __init__(self, ray: Any, fn: Callable[..., Any], *, retries: int = RETRIES,
+                 leases: tuple[Store, str] | None = None, log: Callable[[str], None] | None = None):
         self.ray = ray
         self._remote = ray.remote(num_cpus=1, max_retries=retries)(fn)
         self._pending: dict[Any, Any] = {}
+        self._leases = leases  # (store, run_id): claims this job's workers hold, released on an interrupt
+        self._log = log
+        self._interrupted = False
 
     def submit(self, key: Any, *args: Any) -> None:
         self._pending[self._remote.remote(*args)] = key
@@ -70,6 +76,9 @@ class Units:
                 for ref in ready:
                     key = self._pending.pop(ref)
                     yield key, self.ray.get(ref)
+        except KeyboardInterrupt:
+            self.interrupted()
+            raise
         finally:
             self.cancel()
 
@@ -83,10 +92,95 @@ class Units:
                 pass
         self._pending.clear()
 
+    def interrupted(self) -> None:
+        """The driver was interrupted (Ctrl-C): stop the units in flight, give their leases back, so a rerun
+        (or another driver) takes them at once, and say so. ``completed`` calls it when the interrupt comes
+        while it waits (nearly always); a caller whose own code was interrupted calls it too (once is done).
+
+        The units are stopped by ending this driver's Ray job (``ray.shutdown``): Ray then kills the job's
+        workers on every node, as it does for a driver that died. Force-cancelling each task instead raced
+        the tasks' replies in Ray's core worker here (a fatal check, now and then, on Ctrl-C)."""
+        if self._interrupted:
+            return
+        self._interrupted = True
+        n = len(self._pending)
+        self._pending.clear()
+        prefix = job_prefix(self.ray)
+        try:
+            self.ray.shutdown()
+        except Exception:  # already disconnected: the job has ended all the same
+            pass
+        released = 0
+        if self._leases is not None:
+            time.sleep(DRIVER_GRACE_S)  # for Ray's kill of the job's workers to land before their leases go
+            store, run_id = self._leases
+            try:
+                released = store.release_owned(run_id, prefix)
+            except Exception:  # the store is unreachable: the rerun takes them over as a dead driver's
+                pass
+        if self._log is not None:
+            where = f"; finished ones are kept in {self._leases[0].url}" if self._leases else ""
+            self._log(f"interrupted: stopped the {n} unit(s) still pending and released {released} lease(s); "
+                      f"rerun the same command to resume{where}")
+
 
 LEASE_S = 60.0
 """How long a unit's claim holds without a heartbeat (renewed every third of it while the unit runs): a worker
 that died is taken over this long after its last heartbeat."""
+
+
+DRIVER_GRACE_S = 3.0
+"""How long after its driver's job ended a unit's lease is taken over: Ray kills a dead job's workers (on
+every node; measured here within 0.4 s of a SIGKILLed driver), this is the margin for that kill to land."""
+
+OWNER_PREFIX = "ray:"
+
+
+def job_prefix(ray: Any) -> str:
+    """The start of every lease owner name of this process's Ray job: the cluster's session (job ids restart
+    at 01000000 on a new cluster) and the job id."""
+    ctx = ray.get_runtime_context()
+    return f"{OWNER_PREFIX}{ctx.get_session_name()}:{ctx.get_job_id()}:"
+
+
+def unit_owner(ray: Any) -> str:
+    """A lease owner name for a unit run by this Ray worker: its job's prefix, then host, pid and a random
+    part (``store.worker_id``)."""
+    return job_prefix(ray) + worker_id()
+
+
+def abandoned(ray: Any, owner: str, grace_s: float = DRIVER_GRACE_S) -> bool:
+    """Is ``owner`` (a ``unit_owner``) provably gone? True only for a worker of this same cluster whose job is
+    dead in the cluster's job table for ``grace_s``: Ray force-kills a finished job's workers (a driver that
+    exits, is killed or loses its node ends its job), so that worker runs no more. Anything else (a live job,
+    another cluster, a job the table does not know, an owner not on Ray, no answer) is not: its lease is
+    waited out as before."""
+    if not owner.startswith(OWNER_PREFIX):
+        return False
+    try:
+        session, job = owner[len(OWNER_PREFIX):].split(":", 2)[:2]
+        if session != ray.get_runtime_context().get_session_name():
+            return False
+        # Ray's public job API (ray.util.state.list_jobs) needs the dashboard, which clusters may run
+        # without; the job table the GCS keeps is what it reads too
+        jobs = ray._private.state.jobs()
+    except Exception:
+        return False
+    for j in jobs:
+        if j.get("JobID") == job:
+            return bool(j.get("IsDead")) and time.time() * 1000 - float(j.get("EndTime") or 0) >= grace_s * 1000
+    return False
+
+
+def _ray_worker() -> Any:
+    """The ``ray`` module when this process is a Ray worker (a unit running as a task), else None."""
+    try:
+        import ray
+    except ImportError:
+        return None
+    if not ray.is_initialized() or ray.get_runtime_context().worker.mode != ray.WORKER_MODE:
+        return None
+    return ray
 
 
 def run_unit(store: Store, run_id: str, key: str, body: Callable[[Lease], dict[str, Any] | None], *,
@@ -99,12 +193,19 @@ def run_unit(store: Store, run_id: str, key: str, body: Callable[[Lease], dict[s
     because its worker did). ``body`` marks the stage done itself (``Store.finish_stage``, with what it
     produced) after ``publish(lease)``, and returns its result; a result not to keep (an error a rerun should
     retry) is given back by raising ``Unfinished``.
+
+    On a Ray worker the lease names the worker's job (``unit_owner``), and a lease whose job is dead is
+    taken over at once (``abandoned``): a driver killed mid-build leaves units its killed workers held, and
+    its rerun runs them now, not once their leases run out.
     """
+    ray = _ray_worker()
+    owner = unit_owner(ray) if ray is not None else None
+    gone = (lambda holder: abandoned(ray, holder)) if ray is not None else None
     while True:
         st = store.stage(run_id, key)
         if st is not None and st.status == "done":
             return dict(st.result or {})
-        with store.lease(run_id, key, lease_s=lease_s) as lease:
+        with store.lease(run_id, key, owner=owner, lease_s=lease_s, abandoned=gone) as lease:
             if lease is not None:
                 try:
                     return body(lease)

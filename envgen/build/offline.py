@@ -41,6 +41,7 @@ from .gate import GateResult, gate
 from .report import BuildReport, count_reasons, reason_key
 from ..pack.resolve import open_pack
 from ..sandbox import Sandbox, open_sandbox
+from ..sandbox.images import stderr_log
 from ..sandbox.local import describe_tools
 
 Progress = Callable[[int], Any]
@@ -268,14 +269,18 @@ def record_and_gate_on_ray(pack: Pack, out: Path, *, sandbox: str, store: str | 
     if todo:
         ray = connect_ray(address, workers)
         blob = ray.put(pack_bytes(pack.root))  # sent to each node once, not once per task
-        units = Units(ray, remote_gate)
+        units = Units(ray, remote_gate, leases=(st, run_id), log=stderr_log)
         for task in todo:
             units.submit(task.id, st.url, run_id, pack.manifest.version, blob, task.model_dump(mode="json"),
                          sandbox, lease_s)
-        for task_id, result in units.completed():
-            results[task_id] = result
-            if progress is not None:
-                progress(1)
+        try:
+            for task_id, result in units.completed():
+                results[task_id] = result
+                if progress is not None:
+                    progress(1)
+        except KeyboardInterrupt:
+            units.interrupted()
+            raise
     st.finish_run(run_id, "done")
     return [(Task.model_validate(results[t.id]["task"]), GateResult(**results[t.id]["gate"])) for t in tasks]
 

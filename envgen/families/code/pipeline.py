@@ -283,23 +283,27 @@ def _run_on_ray(ctx: _RemoteContext, jobs: list[tuple], store: Store, out: Path,
     if ctx.store_url.startswith("sqlite") and address:
         log("code: warning: the state store is a SQLite file; workers on other machines cannot reach it "
             "(use a PostgreSQL URL in --store / ENVGEN_STORE)")
-    units = Units(connect_ray(address, workers), remote_candidate)
+    units = Units(connect_ray(address, workers), remote_candidate, leases=(store, ctx.run_id), log=log)
     for raw, plan, plan_stages, key in jobs:
         units.submit(key, ctx, raw, plan, plan_stages, key)
     finished: dict[str, dict] = {}
-    for key, result in units.completed():
-        if result.pop("machine_error", None):
-            raise SandboxError(f"code: {result['task']}: {result['reason']}. Rerun the same command to resume; "
-                               f"finished candidates are kept in {store.url}")
-        if result["status"] == "kept":
-            blob = store.artifact(ctx.run_id, _pack_artifact(key))
-            if blob is None:  # a local build kept it, and its folder is gone: only a local build redoes it
-                raise InputError(f"{out / result['pack']}: the pack of a finished candidate is gone and the store "
-                                 f"holds no copy of it (a local build made it); rerun with --executor local")
-            unpack(blob, out / result["pack"])
-        finished[key] = result
-        if progress:
-            progress(result["task"], result["status"])
+    try:
+        for key, result in units.completed():
+            if result.pop("machine_error", None):
+                raise SandboxError(f"code: {result['task']}: {result['reason']}. Rerun the same command to resume; "
+                                   f"finished candidates are kept in {store.url}")
+            if result["status"] == "kept":
+                blob = store.artifact(ctx.run_id, _pack_artifact(key))
+                if blob is None:  # a local build kept it, and its folder is gone: only a local build redoes it
+                    raise InputError(f"{out / result['pack']}: the pack of a finished candidate is gone and the "
+                                     f"store holds no copy of it (a local build made it); rerun with --executor local")
+                unpack(blob, out / result["pack"])
+            finished[key] = result
+            if progress:
+                progress(result["task"], result["status"])
+    except KeyboardInterrupt:
+        units.interrupted()
+        raise
     return finished
 
 
