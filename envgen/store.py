@@ -503,6 +503,10 @@ class Store:
             s.execute(ins.on_conflict_do_update(
                 index_elements=[Stage.run_id, Stage.key],
                 set_={"status": "done", "result": ins.excluded.result, "finished_at": now, "error": None}))
+            # the stage's claim is done in the same transaction: a worker killed before its lease's own
+            # ``done`` leaves no claim held on a finished stage
+            s.execute(update(Claim).where(Claim.run_id == run_id, Claim.key == key, Claim.status == "claimed")
+                      .values(status="done", updated_at=now))
 
         self.write(op, "finishing a stage")
 
@@ -558,9 +562,10 @@ class Store:
 
     def done(self, run_id: str, key: str, owner: str) -> bool:
         """Mark the key finished: no later ``claim`` succeeds. False when ``owner`` no longer held it (another
-        worker took it over; the caller's result is then a duplicate it should not publish)."""
+        worker took it over; the caller's result is then a duplicate it should not publish). True again for an
+        owner whose key is done already (``finish_stage`` marks its stage's claim done)."""
         return self.write(lambda s: s.execute(update(Claim).where(
-            Claim.run_id == run_id, Claim.key == key, Claim.owner == owner, Claim.status == "claimed",
+            Claim.run_id == run_id, Claim.key == key, Claim.owner == owner, Claim.status.in_(("claimed", "done")),
         ).values(status="done", updated_at=_now())).rowcount == 1, "finishing a claim")
 
     def holder(self, run_id: str, key: str) -> str | None:

@@ -132,3 +132,16 @@ def test_an_unreachable_ray_address_is_one_clear_error_at_once(monkeypatch):
     with pytest.raises(InputError, match=rf"--ray-address 127.0.0.1:{port}: no Ray cluster answers there"):
         connect_ray(f"127.0.0.1:{port}")
     assert time.monotonic() - t0 < 10
+
+
+def test_a_worker_killed_between_finishing_its_stage_and_its_lease_leaves_no_claim_held(store):
+    """finish_stage marks the stage's claim done in its own transaction: a worker that dies right after it
+    (before its lease's ``done``) leaves a finished stage with a finished claim, which a rerun resumes."""
+    assert store.claim("r", "u", owner="killed-worker", lease_s=600)
+    store.start_stage("r", "u")
+    store.finish_stage("r", "u", {"n": 7})  # ... and the worker is killed here
+    assert [(c.key, c.status, c.owner, c.attempts) for c in store.claims("r")] == [("u", "done", "killed-worker", 1)]
+    assert store.done("r", "u", "killed-worker") and not store.done("r", "u", "another-worker")
+    calls: list[str] = []
+    assert run_unit(store, "r", "u", _body(store, "u", calls, {"n": 8})) == {"n": 7}
+    assert calls == [] and not store.claim("r", "u", owner="late-worker")

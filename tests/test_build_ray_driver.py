@@ -178,7 +178,8 @@ def test_a_killed_driver_s_rerun_takes_its_units_over_at_once_and_repeats_nothin
     stages = s.stages(run)
     assert len(stages) == len({st.key for st in stages}) == 5 and {st.status for st in stages} == {"done"}
     claims = {c.key: c for c in s.claims(run)}
-    assert len(claims) == 5 and {c.status for c in claims.values()} == {"done"}
+    assert len(claims) == 5 and {c.status for c in claims.values()} == {"done"}, (
+        [(c.key, c.status, c.owner, c.attempts) for c in claims.values()], done, held, running)
     for st in stages:
         if st.key in done:  # finished before the kill: resumed, not run again
             assert (st.attempts, claims[st.key].attempts) == (1, 1), st.key
