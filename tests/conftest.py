@@ -359,3 +359,28 @@ def postgres_server():
 def postgres_url(postgres_server) -> str:
     """The URL (postgresql+psycopg://) of a fresh, empty database on the session's PostgreSQL server."""
     return postgres_server.create_database()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A real Ray cluster for one test module: a head (1 CPU) and a second node (1 CPU) on this machine, this
+    process connected to the head (its ``address`` is one other processes can join). Shut down with the module,
+    so a later ``ray.init`` starts its own.
+
+    Skips with a reason when Ray is missing; under CI=true that fails instead."""
+    try:
+        import ray
+        from ray.cluster_utils import Cluster
+    except ImportError:
+        (pytest.fail if _ci() else pytest.skip)("Ray is not installed: pip install 'envgen[ray]'")
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    try:
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()

@@ -42,30 +42,8 @@ except ImportError:  # tests/ is not a package: pytest puts it on sys.path
     from interpreter_script import InterpreterScript, problem_number, submissions
 
 pytestmark = pytest.mark.timeout(300)
-IN_CI = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 DOMAIN = "number theory"
 RUN_ID = "interpreter/number-theory/seed0"
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    """A Ray head (1 CPU) and a second node (1 CPU) on this machine, the driver connected to the head."""
-    try:
-        import ray
-        from ray.cluster_utils import Cluster
-    except ImportError:
-        (pytest.fail if IN_CI else pytest.skip)("Ray is not installed: pip install 'envgen[ray]'")
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False)
-    try:
-        yield cluster
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
 
 
 def llm(fake: FakeLLM) -> LLMConfig:

@@ -57,28 +57,13 @@ def _quiet(msg: str) -> None:
     pass
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    """A Ray head (1 CPU) and a second node (1 CPU) on this machine, the driver connected to the head."""
-    try:
-        import ray
-        from ray.cluster_utils import Cluster
-    except ImportError:
-        _missing("Ray is not installed: pip install 'envgen[ray]'")
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False)
-    try:
-        yield cluster
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        from envgen.sandbox.docker import gc
+@pytest.fixture(scope="module", autouse=True)
+def _gc_killed_workers_containers():
+    """After the module: remove the containers of the worker the kill test ended (their owner is dead)."""
+    yield
+    from envgen.sandbox.docker import gc
 
-        gc()  # containers of the worker the kill test ended (their owner is dead)
+    gc()
 
 
 @pytest.fixture(scope="module")

@@ -40,30 +40,7 @@ except ImportError:  # tests/ is not a package: pytest puts it on sys.path
     from code_repo import make_calc_repo
 
 pytestmark = [pytest.mark.timeout(300)]
-IN_CI = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """A Ray head (1 CPU) and a second node (1 CPU), a GCS address other processes join; this process is
-    connected too (to read the job table and hold leases as a live job)."""
-    try:
-        import ray
-        from ray.cluster_utils import Cluster
-    except ImportError:
-        (pytest.fail if IN_CI else pytest.skip)("Ray is not installed: pip install 'envgen[ray]'")
-    if ray.is_initialized():
-        ray.shutdown()
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    c.add_node(num_cpus=1)
-    c.wait_for_nodes()
-    ray.init(address=c.address, log_to_driver=False)
-    try:
-        yield c
-    finally:
-        ray.shutdown()
-        c.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -126,10 +103,10 @@ def _start_and_stop(cmd: list[str], store: str, sig: int) -> tuple[subprocess.Po
 
 
 @pytest.fixture(scope="module")
-def reference(cluster, repo):
+def reference(ray_cluster, repo):
     """An uninterrupted Ray build of the same repository (its own folder and store)."""
     root, _ = repo
-    summary, took = _run(_cli(root, "whole", str(root / "whole.sqlite"), cluster.address))
+    summary, took = _run(_cli(root, "whole", str(root / "whole.sqlite"), ray_cluster.address))
     assert summary["kept"] == 2
     return summary
 
@@ -158,10 +135,10 @@ def _same_packs(root: Path, out: str, reference: dict, summary: dict) -> None:
     assert summary["proposed"] == reference["proposed"] == 5
 
 
-def test_a_killed_driver_s_rerun_takes_its_units_over_at_once_and_repeats_nothing(cluster, repo, reference,
+def test_a_killed_driver_s_rerun_takes_its_units_over_at_once_and_repeats_nothing(ray_cluster, repo, reference,
                                                                                    postgres_url):
     root, _ = repo
-    cmd = _cli(root, "killed", postgres_url, cluster.address)
+    cmd = _cli(root, "killed", postgres_url, ray_cluster.address)
     proc, done, running = _start_and_stop(cmd, postgres_url, signal.SIGKILL)
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
@@ -190,13 +167,12 @@ def test_a_killed_driver_s_rerun_takes_its_units_over_at_once_and_repeats_nothin
     assert s.errors(run) == []
 
 
-def test_ctrl_c_of_a_driver_releases_its_leases_and_the_rerun_resumes_at_once(cluster, repo, reference,
+def test_ctrl_c_of_a_driver_releases_its_leases_and_the_rerun_resumes_at_once(ray_cluster, repo, reference,
                                                                               postgres_url):
     root, _ = repo
-    cmd = _cli(root, "interrupted", postgres_url, cluster.address)
+    cmd = _cli(root, "interrupted", postgres_url, ray_cluster.address)
     proc, done, running = _start_and_stop(cmd, postgres_url, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
-    if os.environ.get("I19_DEBUG"): Path(os.environ["I19_DEBUG"]).write_text(err)
     assert proc.returncode == 130, err[-2000:]
     assert "interrupted: stopped the" in err and "lease(s); rerun the same command to resume" in err, err[-2000:]
     run = _run_id(postgres_url)
@@ -225,14 +201,14 @@ def _finished_job_owner(address: str) -> str:
     return res.stdout.strip().splitlines()[-1]
 
 
-def test_only_a_dead_job_s_lease_is_taken_over_early_never_a_live_one(cluster, tmp_path):
+def test_only_a_dead_job_s_lease_is_taken_over_early_never_a_live_one(ray_cluster, tmp_path):
     import ray
 
     from envgen.build.distributed import DRIVER_GRACE_S, abandoned, unit_owner
 
     store = Store(tmp_path / "state.sqlite")
     live = unit_owner(ray)  # this process's job: alive
-    gone = _finished_job_owner(cluster.address)
+    gone = _finished_job_owner(ray_cluster.address)
     assert live.split(":")[1] == gone.split(":")[1] and live.split(":")[2] != gone.split(":")[2]
     assert not abandoned(ray, live)
     assert not abandoned(ray, "host:123:abcd")  # not a Ray owner: its lease is waited out
@@ -259,7 +235,7 @@ def test_only_a_dead_job_s_lease_is_taken_over_early_never_a_live_one(cluster, t
     assert store.holder("r", "live") == live
 
 
-def test_a_live_unit_on_ray_is_waited_for_not_taken_over(cluster, tmp_path):
+def test_a_live_unit_on_ray_is_waited_for_not_taken_over(ray_cluster, tmp_path):
     import ray
 
     def _hold(store_url: str, key: str, seconds: float) -> str:
@@ -293,7 +269,7 @@ def test_a_live_unit_on_ray_is_waited_for_not_taken_over(cluster, tmp_path):
     assert (claim.owner, claim.attempts, claim.status) == (owners[0], 1, "done")
 
 
-def test_an_offline_gate_unit_of_a_dead_driver_is_taken_over_at_once(cluster, tmp_path):
+def test_an_offline_gate_unit_of_a_dead_driver_is_taken_over_at_once(ray_cluster, tmp_path):
     """An offline category's gate units go through the same lease: a unit left 'running' under an hour's
     lease by a driver whose job is dead (the state a SIGKILLed driver leaves) is gated again at once."""
     from sqlalchemy import select, update
@@ -307,7 +283,7 @@ def test_an_offline_gate_unit_of_a_dead_driver_is_taken_over_at_once(cluster, tm
     with s.session() as sess:
         (run,) = sess.scalars(select(Run.id).where(Run.kind == "build-offline"))
     key = s.stages(run)[0].key
-    gone = _finished_job_owner(cluster.address)
+    gone = _finished_job_owner(ray_cluster.address)
     with s.session() as sess:  # what the killed driver left: the unit running under its worker's lease
         sess.execute(update(Stage).where(Stage.run_id == run, Stage.key == key).values(status="running"))
         sess.execute(update(Claim).where(Claim.run_id == run, Claim.key == key).values(

@@ -144,12 +144,6 @@ class Family(ABC):
         """The progress bar's label and total (None: unknown) for ``build``'s ``progress`` calls."""
         return f"build {self.name}", None
 
-    def local_only(self, options: BuildOptions, what: str) -> None:
-        """Refuse ``--executor ray`` for a path that runs on one machine only (``what`` names it)."""
-        if options.executor != "local":
-            raise InputError(f"envgen build {self.name}: {what} runs on this machine only (its stages share one "
-                             f"agent session); drop --executor {options.executor}, or build offline on Ray")
-
     @abstractmethod
     def build(self, options: BuildOptions, *, progress: Progress | None = None, log: Log | None = None) -> BuildReport:
         """Build the pack(s) ``options`` describe; ``progress(n)`` advances the bar, ``log(line)`` reports."""
