@@ -24,7 +24,7 @@ fi
 
 if ! docker info >/dev/null 2>&1; then
   log "starting dockerd (log: /tmp/dockerd.log)"
-  as_root bash -c 'nohup dockerd >/tmp/dockerd.log 2>&1 &'
+  as_root bash -c 'setsid nohup dockerd >/tmp/dockerd.log 2>&1 &'
   wait_s=${DOCKERD_WAIT_S:-60}
   for ((i = 0; i < wait_s * 2; i++)); do
     docker info >/dev/null 2>&1 && break

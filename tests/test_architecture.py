@@ -14,10 +14,10 @@ OPTIONAL_IN_SANDBOX = {"math_verify", "sympy"}
 KIT = "envgen_verifiers"
 
 
-def envgen_modules(root: Path = ROOT) -> dict[str, Path]:
-    """Dotted module name -> file, for every module of the envgen package."""
+def envgen_modules(root: Path = ROOT, package: str = "envgen") -> dict[str, Path]:
+    """Dotted module name -> file, for every module of a package (``root/package``)."""
     out = {}
-    for path in sorted((root / "envgen").rglob("*.py")):
+    for path in sorted((root / package).rglob("*.py")):
         parts = list(path.relative_to(root).with_suffix("").parts)
         out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return out
@@ -48,9 +48,11 @@ def _imported_names(node: ast.Import | ast.ImportFrom, module: str, is_package: 
     return [origin] + [f"{origin}.{a.name}" for a in node.names]
 
 
-def import_graph(root: Path = ROOT) -> tuple[dict[str, set[str]], list[tuple[str, int, str]]]:
-    """(module -> envgen modules it imports at any depth, [(module, line, target) for imports in functions])."""
-    modules = envgen_modules(root)
+def import_graph(root: Path = ROOT, package: str = "envgen") -> tuple[dict[str, set[str]], list[tuple[str, int, str]]]:
+    """(module -> the package's modules it imports at any depth, [(module, line, target) for imports in
+    functions])."""
+    modules = envgen_modules(root, package)
+    top = package.rpartition("/")[2]
     graph: dict[str, set[str]] = {m: set() for m in modules}
     in_functions = []
     for mod, path in modules.items():
@@ -62,12 +64,12 @@ def import_graph(root: Path = ROOT) -> tuple[dict[str, set[str]], list[tuple[str
             for name in _imported_names(node, mod, path.name == "__init__.py"):
                 while name and name not in modules:
                     name = name.rpartition(".")[0]
-                if not name or name == mod:
-                    continue
+                if not name or name == mod or mod.startswith(name + "."):
+                    continue  # a package the importer is inside is loaded before the importer anyway
                 graph[mod].add(name)
                 # importing a.b.c runs a/b/__init__ first: an edge to each package the importer is not inside
                 pkg = name.rpartition(".")[0]
-                while pkg and pkg not in ("envgen", mod) and not mod.startswith(pkg + "."):
+                while pkg and pkg not in (top, mod) and not mod.startswith(pkg + "."):
                     graph[mod].add(pkg)
                     pkg = pkg.rpartition(".")[0]
                 if _in_function(node, parents) and (mod, node.lineno, name) not in in_functions:
@@ -141,6 +143,13 @@ def test_the_package_has_no_import_cycles():
     assert len(graph) > 40 and sum(map(len, graph.values())) > 150  # the parse saw the package
     found = cycles(graph)
     assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_the_verifier_kit_has_no_import_cycles():
+    graph, _ = import_graph(ROOT / "verifiers", KIT)
+    assert len(graph) > 15 and f"{KIT}.tests" in graph[f"{KIT}"]  # the parse saw the kit
+    found = cycles(graph)
+    assert not found, "import cycles in the verifier kit:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
 # The layers of envgen, bottom first: a module may import its own layer and the ones below, never above.

@@ -20,8 +20,6 @@ the same keywords:
 
 from __future__ import annotations
 
-import math
-
 from . import answer as _answer
 from . import composite as _composite
 from . import program as _program
@@ -31,15 +29,10 @@ from . import state as _state
 from . import tests as _tests
 
 KINDS = {"answer": _answer.check, "state": _state.check, "program": _program.check, "rubric": _rubric.check,
-         "tests": _tests.check, "said": _said.check, "no_write": _state.check_no_write,
-         "composite": _composite.check}
-
-
-def _clamp(reward) -> float:
-    reward = float(reward)
-    if not math.isfinite(reward):
-        raise ValueError(f"verifier returned a non-finite reward {reward!r}")
-    return min(1.0, max(0.0, reward))
+         "tests": _tests.check, "said": _said.check, "no_write": _state.check_no_write}
+KINDS["composite"] = lambda args, **kw: _composite.check(args, kinds=KINDS, **kw)
+"""Verifier kind -> check function; a composite's parts dispatch through the same table."""
+_clamp = _composite.clamp
 
 
 WARMUPS = {"math": _answer.warm_math}

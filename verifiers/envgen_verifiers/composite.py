@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 
+from . import rubric as _rubric
+
 MODES = ("all", "weighted")
 
 
@@ -75,27 +77,33 @@ def combine(mode: str, rewards: list, weights: list, threshold=None) -> tuple[fl
     return (score if threshold is None else float(score >= threshold)), score
 
 
-def check(args: dict, **kw) -> dict:
-    from . import KINDS, _clamp  # the dispatch table lives in the package
+def clamp(reward) -> float:
+    """A part's reward as a float in [0, 1]; a non-finite one is a verifier bug."""
+    reward = float(reward)
+    if not math.isfinite(reward):
+        raise ValueError(f"verifier returned a non-finite reward {reward!r}")
+    return min(1.0, max(0.0, reward))
 
-    validate(args, tuple(KINDS))
+
+def check(args: dict, *, kinds: dict, **kw) -> dict:
+    """``kinds``: the kit's dispatch table (``envgen_verifiers.KINDS``), passed in so this module need
+    not import the package that imports it."""
+    validate(args, tuple(kinds))
     mode, threshold = args.get("mode", "all"), args.get("threshold")
     parts = []
     for i, p in enumerate(args["parts"]):
         kind, pargs = p["kind"], p.get("args") or {}
         row = {"name": part_name(p, i), "kind": kind, "weight": p.get("weight", 1)}
         if kind == "rubric" and not isinstance(pargs.get("answer"), dict):
-            from . import rubric as _rubric
-
             _rubric.validate(pargs)
             row.update(reward=0.0, judge="pending", details={"judge": "pending: no deterministic part; the host's "
                                                              "judge grades it (envgen.llm.judge)"})
         else:
             try:
-                out = KINDS[kind](pargs, **kw)
+                out = kinds[kind](pargs, **kw)
             except Exception as e:
                 raise RuntimeError(f"composite part {row['name']!r} ({kind}): {type(e).__name__}: {e}") from e
-            row.update(reward=_clamp(out["reward"]), details=out.get("details", {}))
+            row.update(reward=clamp(out["reward"]), details=out.get("details", {}))
             if kind == "rubric":
                 row["judge"] = "pending"
         parts.append(row)

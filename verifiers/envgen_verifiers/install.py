@@ -24,6 +24,8 @@ import stat
 import subprocess
 import sys
 
+from .pyenv import probe_environment, test_env
+
 GENERATED_DIR = "/opt/envgen/generated"
 """Where the task image keeps the files its install generated in the tree (root-owned, read-only)."""
 SKIP_PARTS = frozenset({"__pycache__", ".pytest_cache", ".tox", ".nox", ".eggs", ".mypy_cache", ".git", ".venv"})
@@ -232,7 +234,6 @@ packages at the import roots) and load its pytest11 entry points."""
 def check(tree: str, python: str, framework: str = "pytest", pythonpath=(".",)) -> dict:
     """Import the project and load its pytest plugins as the tests will; raises RuntimeError with the
     output when that fails."""
-    from .tests import probe_environment, test_env
 
     env = test_env(tree, python, list(pythonpath))
     out = subprocess.run([python, "-c", CHECK, tree, *pythonpath], cwd=tree, env=env, stdin=subprocess.DEVNULL,

@@ -37,6 +37,9 @@ import xml.etree.ElementTree as ET
 
 from . import install as _generated
 from . import runners as _runners
+from . import screen as _screen
+from . import twins as _twins
+from .pyenv import probe_environment, resolve_python, test_env
 from .runners.base import ERROR, FAILED, FAILING, PASSED, PASSING, SKIPPED, XFAIL
 
 PYTHON_FRAMEWORKS = ("pytest", "unittest")
@@ -371,8 +374,8 @@ def changed_by_test_patch(tree: str, test_patch: str, files: list[str], framewor
     touches (anything but a test module) changes every test under its directory.
     """
     diff = _diff_lines(test_patch)
-    if framework not in PYTHON_FRAMEWORKS:  # another language: a test changes with any file the patch touches
-        return {"files": {p: "all" for p in diff}, "dirs": []}
+    if framework not in PYTHON_FRAMEWORKS:
+        return _changed_declarations(tree, diff, framework)
     changed: dict = {}
     dirs: list = []
     for path, d in diff.items():
@@ -418,6 +421,33 @@ def changed_by_test_patch(tree: str, test_patch: str, files: list[str], framewor
     return {"files": changed, "dirs": sorted(dirs)}
 
 
+def dialect(framework: str):
+    """How a framework's tests are declared (``twins.Dialect``): Python's, or its runner's; None when
+    the runner has none (its tests are whole programs)."""
+    if framework in PYTHON_FRAMEWORKS:
+        return _twins.PYTHON
+    runner = _runners.get(framework)
+    return getattr(runner, "dialect", None) if runner is not None else None
+
+
+def _changed_declarations(tree: str, diff: dict, framework: str) -> dict:
+    """``changed_by_test_patch`` for another language: per file the test patch touches, the names of
+    the test declarations it adds or changes (``Dialect.changed``), "all" for a new file; without a
+    dialect (whole-program tests), every file it touches."""
+    d = dialect(framework)
+    out: dict = {}
+    for path, lines in diff.items():
+        if d is None or lines["new"]:
+            out[path] = "all"
+            continue
+        text = _read(os.path.join(tree, path))
+        try:
+            out[path] = d.changed(text, lines["added"], lines["removed"]) if text is not None else []
+        except (ValueError, SyntaxError):
+            out[path] = "all"
+    return {"files": out, "dirs": [], "declarations": d is not None}
+
+
 def split_test_id(test_id: str, files: list[str] = ()) -> tuple:
     """(run file, [names]) of a test id: ``path::Class::test[param]`` (the parameters dropped) or a
     unittest id ``pkg.module.Class.test`` matched to the run file whose module it names."""
@@ -435,17 +465,25 @@ def split_test_id(test_id: str, files: list[str] = ()) -> tuple:
     return path, names
 
 
-def is_changed(test_id: str, changes: dict, files: list[str] = (), framework: str = "pytest") -> bool:
+def is_changed(test_id: str, changes: dict, files: list[str] = (), framework: str = "pytest", tree: str = "") -> bool:
     """Whether the test patch adds or changes this test (see ``changed_by_test_patch``). For another
-    language's runner: whether the patch touches the file or directory the test lives in
-    (``Runner.test_path``), or any run file when the id names neither."""
+    language's runner with a dialect: whether the patch adds or changes the declaration the id runs
+    (``tree``: the staged tree, where the dialect finds it); without one: whether the patch touches the
+    file or directory the test lives in (``Runner.test_path``), or any run file when the id names neither."""
     runner = _runners.get(framework)
     if runner is not None:
-        where = runner.test_path(test_id, list(files))
         touched = changes.get("files", {})
+        d = dialect(framework) if changes.get("declarations") else None
+        if d is not None:
+            t = d.target(test_id, list(files), tree)
+            if t is not None:
+                entry = touched.get(t[0])
+                return entry == "all" or (entry is not None and t[1] in entry)
+        where = runner.test_path(test_id, list(files))
         if not where:
-            return any(p in touched for p in files)
-        return any(p == where or p.startswith(where.rstrip("/") + "/") for p in touched)
+            return any(e == "all" for e in touched.values()) if d is not None else any(p in touched for p in files)
+        return any((p == where or p.startswith(where.rstrip("/") + "/")) and (d is None or e == "all")
+                   for p, e in touched.items())
     path, names = split_test_id(test_id, files)
     if any(d == "" or path.startswith(d + "/") for d in changes.get("dirs", ())):
         return True
@@ -805,45 +843,6 @@ def stage(tree: str, base: str, test_patch: str, submission: str | None = None, 
 # ---------------------------------------------------------------- running tests
 
 
-PROBE = r"""
-import json, os, pkgutil, sys
-tree = os.path.realpath(sys.argv[1])
-def inside(p):
-    p = os.path.realpath(p or os.getcwd())
-    return p == tree or p.startswith(tree + os.sep)
-path = [p for p in sys.path if p and not inside(p)]
-mods = {m.name for m in pkgutil.iter_modules(path)} | set(sys.builtin_module_names)
-mods |= set(getattr(sys, "stdlib_module_names", ()))
-plugins = set()
-try:
-    import importlib.metadata as md
-    for d in md.distributions(path=path):
-        for ep in d.entry_points:
-            if ep.group == "pytest11":
-                plugins.add((ep.name, ep.value))
-except ImportError:
-    pass
-print(json.dumps({"modules": sorted(mods), "plugins": [{"name": n, "value": v} for n, v in sorted(plugins)]}))
-"""
-"""Run by the task's interpreter with the tree off sys.path: the top-level modules and the pytest11
-entry points the environment itself provides (what plugin autoload would load)."""
-
-
-def probe_environment(python: str | None, tree: str) -> dict:
-    """{"modules": [top-level module names], "plugins": [{"name", "value"}]} of the test interpreter."""
-    py = resolve_python(python)
-    tmp = tempfile.mkdtemp(prefix="envgen-probe-")
-    try:
-        out = subprocess.run([py, "-I", "-c", PROBE, tree], cwd=tmp, stdin=subprocess.DEVNULL, capture_output=True,
-                             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "LC_ALL": "C.UTF-8",
-                                  "PYTHONNOUSERSITE": "1"}, timeout=120)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    if out.returncode != 0:
-        raise RuntimeError(f"probing the test interpreter {py} failed: {out.stderr.decode(errors='replace')[-500:]}")
-    return json.loads(out.stdout.decode().strip().splitlines()[-1])
-
-
 CANARY = """import unittest
 
 
@@ -863,25 +862,6 @@ def test_command(framework: str, python: str, files: list[str], junit: str, plug
     if framework == "unittest":
         return [python, "-m", "unittest", "-v", *files]
     raise ValueError(f"unknown test framework {framework!r} (known: {', '.join([*PYTHON_FRAMEWORKS, *_runners.RUNNERS])})")
-
-
-def resolve_python(python: str | None) -> str:
-    """The task's interpreter when it exists here (the image's venv), else this one (a local sandbox)."""
-    return python if python and os.path.exists(python) else sys.executable
-
-
-def test_env(tree: str, python: str, pythonpath: list[str] = (), home: str | None = None) -> dict:
-    """The environment tests run in, built from nothing: fixed time zone and hash seed, the task's
-    interpreter first on PATH, plugin autoload off, no user site-packages, a private HOME."""
-    tmp = tempfile.gettempdir()
-    path = os.pathsep.join([os.path.dirname(python), "/usr/local/bin", "/usr/bin", "/bin"])
-    env = {"PATH": path, "HOME": home or tmp, "TMPDIR": tmp, "TZ": "UTC", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8",
-           "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "NO_COLOR": "1",
-           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONNOUSERSITE": "1"}
-    roots = [os.path.join(tree, p) if p not in ("", ".") else tree for p in pythonpath]
-    if roots:
-        env["PYTHONPATH"] = os.pathsep.join(roots)
-    return env
 
 
 ABORTED = ("ImportError while loading conftest", "ERROR: file or directory not found", "ERROR: not found:",
@@ -1126,6 +1106,46 @@ def _extra(framework: str, options: dict | None):
     return lambda path: runner.infrastructure(path, opts)
 
 
+FALLBACK_SOURCES = frozenset({"pytest-rA", "console", "go-test-console", "jest-verbose", "vitest-verbose", "teamcity",
+                              "phpunit-console", "none"})
+"""Report sources read from console output, used when the runner's own report is missing: the code under
+test can print anything there, so a verdict never rests on them (validation still reads them, to say
+why a run failed)."""
+
+
+def distrust(res: dict, expect_failing: list[str] = (), twin_outcomes: dict | None = None) -> str | None:
+    """Why a run's report cannot be believed, else None: the canary reported anything but failing; a
+    twin check that must fail reported passing or missing (``twins.judge``); no report of the runner's
+    own (only console output); or an exit status of 0 from a run in which tests failed (the canary, the
+    twins: the runner's exit status and its report disagree)."""
+    if res.get("canary") is not None and res["canary"] not in FAILING:
+        return (f"the run reported the canary test, which always fails, as {res['canary']}: "
+                "the test run was taken over")
+    why = _twins.judge(twin_outcomes or {}, list(expect_failing))
+    if why:
+        return why
+    if res.get("timed_out"):
+        return None  # a run cut short fails on its missing tests; it proves nothing either way
+    if any(part in FALLBACK_SOURCES for part in str(res.get("source") or "none").split("+")):
+        return (f"the runner wrote no report of its own (outcomes read from {res.get('source')}): the report was "
+                "suppressed or the run did not finish, and console output is not evidence")
+    if res.get("rc") == 0 and (res.get("canary") in FAILING or expect_failing):
+        return "the test command exited 0 although tests failed: its exit status and its report disagree"
+    return None
+
+
+def _twin_plan(args: dict, hidden_dir: str | None) -> tuple[dict | None, list[str]]:
+    """The task's twin plan and the twin ids that must fail (``args["twins"]``: a file in hidden/)."""
+    name = args.get("twins")
+    if not name:
+        return None, []
+    text = _read(os.path.join(hidden_dir or "", name))
+    if text is None:
+        raise RuntimeError(f"the hidden twin plan {name} is missing: the pack is broken")
+    data = json.loads(text)
+    return data["plan"], list(data["expect_failing"])
+
+
 def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: str | None,
           env_dir: str | None = None, **_) -> dict:
     """Judge a code episode: reward 1 iff the submitted patch makes every FAIL_TO_PASS and PASS_TO_PASS pass.
@@ -1162,29 +1182,38 @@ def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: st
     framework = args.get("framework", "pytest")
     found = _environment(framework, args.get("python"), tree)
     plugins = list(args["plugins"]) if "plugins" in args else [p["name"] for p in found["plugins"]]
+    twin_plan, expect_failing = _twin_plan(args, hidden_dir)
     try:
         restored = stage(tree, args["base"], test_patch, patch, files=files, roots=["", *pythonpath],
                          env_modules=found["modules"], extra=_extra(framework, args.get("options")))
     except PatchError as e:
         return {"reward": 0.0, "details": {"reason": str(e)}}
+    _twins.write(tree, twin_plan)
     res = run_tests(tree, framework, files, python=args.get("python"), pythonpath=pythonpath,
                     timeout_s=float(args.get("timeout_s", 300)), plugins=plugins, options=args.get("options"))
-    outcomes = res["outcomes"]
+    outcomes, twin_outcomes = _twins.split(res["outcomes"], twin_plan, res["messages"])
     bad_f2p = [t for t in f2p if outcomes.get(t) not in PASSING]
     bad_p2p = [t for t in p2p if outcomes.get(t) not in PASSING]
-    trusted = "canary" not in res or res["canary"] in FAILING
-    reward = 1.0 if trusted and not bad_f2p and not bad_p2p and (f2p or p2p) else 0.0
+    why = distrust(res, expect_failing, twin_outcomes)
+    screened = _screen.screen(patch, tree, args["base"], skip=set(restored).__contains__)
+    reward = 1.0 if not why and not screened and not bad_f2p and not bad_p2p and (f2p or p2p) else 0.0
     details = {"FAIL_TO_PASS": f"{len(f2p) - len(bad_f2p)}/{len(f2p)}",
                "PASS_TO_PASS": f"{len(p2p) - len(bad_p2p)}/{len(p2p)}",
                "failed": (bad_f2p + bad_p2p)[:20], "report": res["source"], "seconds": res["seconds"],
-               "timed_out": res["timed_out"], "plugins": plugins, "canary": res.get("canary")}
+               "timed_out": res["timed_out"], "plugins": plugins, "canary": res.get("canary"), "rc": res.get("rc")}
+    if expect_failing:
+        held = sum(1 for t in expect_failing if twin_outcomes.get(t) in FAILING)
+        details["twins"] = f"{held}/{len(expect_failing)} failed as they must"
     if restored:
         details["restored"] = restored[:20]
+    if screened:
+        details["screen"] = screened[:10]
     if args.get("report_tests"):  # per-test outcomes for SWE-bench-style reports (envgen eval swebench)
         details["tests"] = {t: outcomes.get(t, "missing") for t in f2p + p2p}
-    if not trusted:
-        details["reason"] = (f"the run reported the canary test, which always fails, as {res['canary']}: "
-                             "the test run was taken over")
+    if why:
+        details["reason"] = why
+    elif screened and not bad_f2p and not bad_p2p:
+        details["reason"] = f"the patch reaches into the test framework: {screened[0]}"
     if reward == 0.0:
         details["tail"] = res["tail"][-1500:]
     return {"reward": reward, "details": details}
@@ -1196,12 +1225,20 @@ def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: st
 def matrix(spec: dict) -> dict:
     """Run the test files ``runs`` times per mode, each from a clean reset and staged as a submission
     would be (``stage``); the host judges. Also reports the pytest plugins the environment provides,
-    what the test patch changes (``changes``, see ``changed_by_test_patch``) and the reported tests it
-    does not add or change (``unchanged``).
+    what the test patch changes (``changes``, see ``changed_by_test_patch``), the reported tests it
+    does not add or change (``unchanged``), why each run's report cannot be believed (``distrust``) and
+    the twin checks (``twins``).
+
+    Twins: after the first gold run, the tests the test patch adds or changes that failed in every base
+    run and pass there get a twin plan (``twins.plan``); the later gold runs (at least one) run with it
+    and report the real tests under their own ids. The twins that failed in every such run are the ones
+    the verifier requires to fail (``twins``: {"plan", "expect_failing"}); a plan that changes how any
+    real test of the first gold run came out is dropped (``twin_note`` says why) and that run is repeated
+    without it.
 
     spec: git_dir (to copy into work), work, base, framework, options (another language's runner
     settings), files, python, pythonpath, timeout_s, runs, test_patch (path), modes: [{name, submission:
-    path or null}].
+    path or null}], twins (default true).
     """
     t0 = time.monotonic()
     work = spec["work"]
@@ -1216,35 +1253,102 @@ def matrix(spec: dict) -> dict:
     plugins = [p["name"] for p in found["plugins"]] if framework == "pytest" else []
     test_patch = _read(spec["test_patch"])
     setup = time.monotonic() - t0
-    runs = []
+    runs: list = []
     changes = None
+    lang = dialect(framework) if spec.get("twins", True) else None
+    twin_plan, twin_note, originals, candidates = None, "", {}, []
+
+    def staged(sub, what) -> dict:
+        rec: dict = {}
+        rec["restored"] = stage(tree, spec["base"], test_patch, sub, files=spec["files"], roots=["", *pythonpath],
+                                env_modules=found["modules"], what=what, extra=_extra(framework, options))
+        return rec
+
     for mode in spec["modes"]:
         sub = _read(mode["submission"]) if mode.get("submission") else None
         what = f"{os.path.basename(mode['submission'])}" if sub is not None else ""
-        for r in range(int(spec.get("runs", 3))):
+        gold = mode["name"] == "gold" and lang is not None
+        n = int(spec.get("runs", 3))
+        for r in range(max(n, 2) if gold else n):
             t1 = time.monotonic()
             rec = {"mode": mode["name"], "run": r + 1}
             try:
-                rec["restored"] = stage(tree, spec["base"], test_patch, sub, files=spec["files"],
-                                        roots=["", *pythonpath], env_modules=found["modules"], what=what,
-                                        extra=_extra(framework, options))
+                rec.update(staged(sub, what))
             except PatchError as e:
                 rec.update(outcomes={}, error=str(e), seconds=0.0, total_seconds=round(time.monotonic() - t1, 4))
                 runs.append(rec)
                 continue
             if changes is None:  # the test files are base + test patch in every staged tree
                 changes = changed_by_test_patch(tree, test_patch or "", spec["files"], framework)
+            if gold and r == 1:
+                twin_plan, twin_note, candidates = _plan_twins(tree, lang, runs, mode["name"], changes, spec,
+                                                               framework)
+                originals = {p: _read(os.path.join(tree, p)) for p in (twin_plan or {}).get("files", {})}
+            with_twins = gold and r >= 1 and twin_plan is not None
+            if with_twins:
+                _twins.write(tree, twin_plan)
             res = run_tests(tree, framework, spec["files"], python=spec.get("python"), pythonpath=pythonpath,
                             timeout_s=float(spec.get("timeout_s", 300)), plugins=plugins, options=options)
+            if with_twins:
+                _twins.write(tree, {"files": originals})
+                real, twin_out = _twins.split(res["outcomes"], twin_plan, res["messages"])
+                first = next(x for x in runs if x["mode"] == mode["name"] and x["run"] == 1)
+                moved = [t for t in candidates if real.get(t) not in PASSING]
+                moved += [t for t in first.get("outcomes", {}) if t not in real]
+                if moved:  # the twins broke their own tests or hid others: run again without them
+                    twin_note = (f"twin checks dropped: with them, {len(moved)} test(s) changed outcome "
+                                 f"({_shown_ids(moved)})")
+                    twin_plan = None
+                    rec.update(staged(sub, what))
+                    res = run_tests(tree, framework, spec["files"], python=spec.get("python"), pythonpath=pythonpath,
+                                    timeout_s=float(spec.get("timeout_s", 300)), plugins=plugins, options=options)
+                else:
+                    res["outcomes"], rec["twin_outcomes"] = real, twin_out
             rec.update(res)
+            twin_out = rec.get("twin_outcomes") or {}
+            rec["distrust"] = distrust(res, [t for t, o in twin_out.items() if o in FAILING], twin_out)
             rec["total_seconds"] = round(time.monotonic() - t1, 4)
             runs.append(rec)
     seen = sorted({t for r in runs for t in r.get("outcomes", {})})
     changes = changes or {"files": {}, "dirs": []}
+    twins = None
+    twin_runs = [r for r in runs if "twin_outcomes" in r]
+    if twin_plan is not None and twin_runs:
+        expect = sorted(t for t in twin_runs[0]["twin_outcomes"]
+                        if all(r["twin_outcomes"].get(t) in FAILING for r in twin_runs))
+        if expect:
+            twins = {"plan": twin_plan, "expect_failing": expect}
+        else:
+            twin_note = "no twin check failed with the gold patch in every run"
     return {"runs": runs, "setup_seconds": round(setup, 4), "seconds": round(time.monotonic() - t0, 4),
             "python": sys.version.split()[0], "plugins": found["plugins"] if framework == "pytest" else [],
-            "changes": changes,
-            "unchanged": [t for t in seen if not is_changed(t, changes, spec["files"], framework)]}
+            "changes": changes, "twins": twins, "twin_note": twin_note, "twinnable": lang is not None,
+            "unchanged": [t for t in seen if not is_changed(t, changes, spec["files"], framework, tree)]}
+
+
+def _shown_ids(ids: list[str], n: int = 3) -> str:
+    return ", ".join(ids[:n]) + (f" ... ({len(ids)} in all)" if len(ids) > n else "")
+
+
+def _plan_twins(tree: str, lang, runs: list, gold: str, changes: dict, spec: dict, framework: str):
+    """(twin plan or None, why none, the tests it twins): the tests that failed in every base run, pass
+    in the first gold run and that the test patch adds or changes."""
+    import hashlib
+
+    base_runs = [r for r in runs if r["mode"] != gold and not r.get("error")]
+    first = next((r for r in runs if r["mode"] == gold and r["run"] == 1), None)
+    if first is None or not base_runs:
+        return None, "no twin checks: no base and gold runs to choose tests from", []
+    candidates = [t for t, o in first.get("outcomes", {}).items()
+                  if o in PASSING and all(b.get("outcomes", {}).get(t) not in PASSING for b in base_runs)
+                  and is_changed(t, changes, spec["files"], framework, tree)]
+    if not candidates:
+        return None, "no twin checks: no test fails at the base and passes with the gold patch", []
+    seed = int(hashlib.sha256((spec["base"] + "\0" + " ".join(sorted(candidates))).encode()).hexdigest()[:8], 16)
+    plan = _twins.plan(tree, lang, candidates, spec["files"], seed=seed)
+    if not plan["files"]:
+        return None, "no twin checks: no FAIL_TO_PASS test has a literal a twin could change", candidates
+    return plan, "", candidates
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -85,6 +85,11 @@ class Validation:
     report source, outcome counts, error, error_line (why no test ran), reruns (per-file runs)."""
     plugins: list[dict[str, str]] = field(default_factory=list)
     """pytest11 entry points the environment provides ({name, value}): the verifier loads exactly these."""
+    twins: dict[str, Any] | None = None
+    """The twin checks (the kit's ``twins``): {"plan": files with the FAIL_TO_PASS tests renamed and their
+    twins beside them, "expect_failing": twin ids that failed in every gold run}; None when none could be
+    made (``twin_note`` says why)."""
+    twin_note: str = ""
     runs_per_mode: int = 3
     wall_seconds: float = 0.0
     """Host wall time of the whole validation (container start to parsed result)."""
@@ -170,7 +175,7 @@ def judge(instance_id: str, result: dict, runs_per_mode: int) -> Validation:
     v.unchanged_FAIL_TO_PASS = [t for t in v.FAIL_TO_PASS if t in unchanged]
     v.test_seconds = round(sum(r.get("seconds") or 0.0 for r in runs), 4)
     keys = ("mode", "run", "seconds", "total_seconds", "rc", "timed_out", "source", "error", "canary", "restored",
-            "error_line", "reruns")
+            "error_line", "reruns", "distrust")
     v.runs = [{k: r.get(k) for k in keys} | {"counts": _counts(r.get("outcomes", {}))} for r in runs]
     errors = [r for r in runs if r.get("error")]
     gold = [r for r in runs if r["mode"] == "gold"]
@@ -180,6 +185,8 @@ def judge(instance_id: str, result: dict, runs_per_mode: int) -> Validation:
     untrusted = [r for r in runs if not r.get("error") and not r.get("timed_out") and "canary" in r
                  and r["canary"] not in ("failed", "error")
                  and not (r["canary"] == "missing" and not r.get("outcomes"))]  # a run that ran nothing proves nothing
+    disbelieved = [r for r in gold if r.get("distrust") and r.get("outcomes") and not r.get("timed_out")]
+    v.twins, v.twin_note = result.get("twins"), result.get("twin_note") or ""
     why_run = None
     if errors:
         v.reason = errors[0]["error"] if errors[0]["mode"] == "gold" else f"at the base commit: {errors[0]['error']}"
@@ -190,6 +197,9 @@ def judge(instance_id: str, result: dict, runs_per_mode: int) -> Validation:
         r = why_run = untrusted[0]
         v.reason = (f"the {r['mode']} run {r['run']} reported its canary test, which always fails, as "
                     f"{r.get('canary')}: the project's test run cannot be trusted to report failures")
+    elif disbelieved:
+        r = why_run = disbelieved[0]
+        v.reason = f"the gold run {r['run']} cannot be believed as the verifier reads it: {r['distrust']}"
     elif gold_timeouts:
         why_run = gold_timeouts[0]
         v.reason = f"the tests timed out with the gold patch ({len(gold_timeouts)} of {runs_per_mode} runs)"
@@ -209,6 +219,9 @@ def judge(instance_id: str, result: dict, runs_per_mode: int) -> Validation:
     elif v.unchanged_FAIL_TO_PASS:
         v.reason = (f"FAIL_TO_PASS test(s) the test patch does not add or change: "
                     f"{_shown(v.unchanged_FAIL_TO_PASS)}")
+    elif result.get("twinnable") and not v.twins:
+        v.reason = (f"forgeable: a run forged to report every test passed would be believed ("
+                    f"{v.twin_note or 'no twin check'})")
     restored = next((r["restored"] for r in gold if r.get("restored")), None)
     if v.reason and restored:
         v.reason += f" (the gold patch's changes to test infrastructure were restored: {', '.join(restored[:5])})"

@@ -41,6 +41,8 @@ from .execution import Validation
 
 SUBMIT = "submit"
 TEST_PATCH = "test.patch"
+TWINS = "twins.json"
+"""hidden/: the twin checks validation made (``envgen_verifiers.twins``), written over the staged tests."""
 CATEGORY_PREFIX = "swe"
 DEFAULT_LIMITS = dict(max_turns=100, step_timeout_s=150.0, episode_timeout_s=3600.0, memory_mb=2048, cpus=1.0,
                       output_limit=16_384)
@@ -132,9 +134,18 @@ def finalize(pack: Pack, validation: Validation, environment: dict[str, Any] | N
     args["FAIL_TO_PASS"], args["PASS_TO_PASS"] = validation.FAIL_TO_PASS, validation.PASS_TO_PASS
     args["plugins"] = [p["name"] for p in validation.plugins]
     args["timeout_s"] = run_timeout(validation)
+    twins = pack.hidden_dir / TWINS
+    if validation.twins:  # only the verifier sees them: names, files and expected failures stay hidden
+        twins.write_text(json.dumps(validation.twins, sort_keys=True) + "\n", encoding="utf-8")
+        args["twins"] = TWINS
+    else:
+        twins.unlink(missing_ok=True)
+        args.pop("twins", None)
     extra, meta = dict(meta or {}), dict(task.meta)
     meta["validation"] = {k: v for k, v in validation.to_dict().items()
-                          if k not in ("FAIL_TO_PASS", "PASS_TO_PASS", "instance_id", "log_tail")}
+                          if k not in ("FAIL_TO_PASS", "PASS_TO_PASS", "instance_id", "log_tail", "twins")}
+    if validation.twins:
+        meta["validation"]["twin_checks"] = len(validation.twins["expect_failing"])
     if environment:
         meta["environment"] = {**meta.get("environment", {}), **environment}
     meta.update(extra)
