@@ -54,7 +54,11 @@ For ``tests`` verifiers (code tasks), submissions that take the test run over in
 code (``code_probes``): ``plugin-addopts`` (a new module that reports every test as passed, named
 with ``-p`` in the addopts of every pytest configuration file, setup.cfg always), ``plugin-conftest``
 (the same hook in a conftest.py beside the run files and at the root) and ``config-only`` (only the
-test configuration edited: every task test deselected).
+test configuration edited: every task test deselected) and ``forgery`` (a library-only edit, no test
+file touched, that forges the task's runner: every test reported passing but the canary; the payload is
+the framework's ``envs/code/forgeries/<framework>.txt``, planted in a source file the reference patch
+changes). A task whose verdict such an edit buys is rejected: its tests cannot tell a forged run from a
+fixed one (no twin checks).
 
 A probe that the task's shape calls for but that cannot apply to this task (no call alters the end
 state, no hidden fact reaches a call) is recorded in ``GateResult.not_applicable`` with the reason.
@@ -78,6 +82,7 @@ from typing import Any, Iterator
 
 from ..episodes.episode import Episode, replay
 from ..pack.format import Pack, ReferenceMessage, Task, ToolCall
+from ..paths import bundled
 from ..sandbox import Sandbox
 
 CLAIM = "I have completed the task."
@@ -784,6 +789,62 @@ def config_patch(read, opts: list[str]) -> str:
     return out
 
 
+FORGERY_PLACEMENTS = ("append", "go-file", "java-static")
+
+
+def forgery_patch(read, framework: str, reference_patch: str, tok: str) -> str | None:
+    """A library-only patch that plants ``framework``'s forgery payload (``envs/code/forgeries``) in the
+    first source file the reference patch changes that is not a test (``read(path)``: its text at the
+    task's base); None when the framework has no payload or the reference changes no such file.
+
+    Payload files start with ``placement: append`` (the payload appended to that file),
+    ``placement: go-file`` (a new file in its directory, in its package) or ``placement: java-static``
+    (a static initializer with the payload as its body, first in its first class)."""
+    path = bundled("envs") / "code" / "forgeries" / f"{framework}.txt"
+    if not path.is_file():
+        return None
+    head, _, payload = path.read_text(encoding="utf-8").partition("\n")
+    placement = head.removeprefix("placement:").strip()
+    if placement not in FORGERY_PLACEMENTS:
+        raise ValueError(f"{path}: first line must be 'placement: ' + one of {FORGERY_PLACEMENTS}, got {head!r}")
+    payload = payload.replace("{tok}", tok)
+    test_like = re.compile(r"(^|/)(tests?|testing|__tests__|spec|testdata)/|(^|/)test_[^/]*$|_test\.\w+$|"
+                           r"\.(test|spec)\.\w+$|Test\.(java|php|kt)$|Tests?\.\w+$")
+    exts = {"append": (".py", ".js", ".cjs", ".mjs", ".ts", ".tsx", ".jsx", ".php", ".c", ".cc", ".cpp", ".cxx"),
+            "go-file": (".go",), "java-static": (".java",)}[placement]
+    for code_file in _patch_paths(reference_patch):
+        old = read(code_file)
+        if old is None or test_like.search(code_file) or not code_file.endswith(exts):
+            continue
+        if placement == "append":
+            return file_diff(code_file, old, old + ("" if old.endswith("\n") else "\n") + "\n" + payload)
+        if placement == "go-file":
+            pkg = re.search(r"^package\s+(\w+)", old, re.M)
+            if not pkg:
+                continue
+            folder = code_file.rpartition("/")[0]
+            new_file = f"{folder + '/' if folder else ''}zz_{tok}.go"
+            return file_diff(new_file, None, f"package {pkg.group(1)}\n\n{payload}")
+        cls = re.search(r"^[^\n/*]*\b(?:class|enum)\s+\w+[^{;]*\{", old, re.M)
+        if cls:
+            at = cls.end()
+            body = "\n".join("        " + ln if ln.strip() else ln for ln in payload.rstrip().splitlines())
+            return file_diff(code_file, old, old[:at] + "\n    static {\n" + body + "\n    }\n" + old[at:])
+    return None
+
+
+def _patch_paths(patch: str) -> list[str]:
+    """The new-side paths of a patch's file diffs, in order."""
+    out = []
+    for line in patch.splitlines():
+        if line.startswith("+++ ") and not line.startswith("+++ /dev/null"):
+            p = line[4:].split("\t")[0].strip()
+            p = p[2:] if p[:2] == "b/" else p
+            if p not in out:
+                out.append(p)
+    return out
+
+
 def code_probes(pack: Pack, task: Task) -> dict[str, Probe]:
     """Submissions that take a code task's test run over instead of fixing anything (``tests`` verifiers)."""
     submit = pack.manifest.submit_tool
@@ -806,4 +867,8 @@ def code_probes(pack: Pack, task: Task) -> dict[str, Probe]:
     patches = {"plugin-addopts": file_diff(f"{module}.py", None, FORCE_PASS) + config_patch(read, ["-p", module]),
                "plugin-conftest": in_conftest,
                "config-only": config_patch(read, deselect)}
+    forged = forgery_patch(read, args.get("framework", "pytest"), task.reference.patch or "",
+                           hashlib.sha256(task.id.encode()).hexdigest()[:12])
+    if forged:
+        patches["forgery"] = forged
     return {name: Probe([ToolCall(tool=submit, args={"patch": patch})], "Done.", 0.0) for name, patch in patches.items()}
