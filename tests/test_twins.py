@@ -1,0 +1,232 @@
+"""The twin checks' core, the static screen and the report trust rules of the code verifier (no Docker)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "verifiers"))
+
+from envgen_verifiers import screen, twins  # noqa: E402
+from envgen_verifiers.tests import _diff_lines, changed_by_test_patch, distrust, is_changed  # noqa: E402
+
+PYTEST_FILE = '''import pytest
+from lib import f
+
+
+class TestF:
+    @pytest.mark.parametrize("x,y", [(1, 2), (3, 4)])
+    def test_pairs(self, x, y):
+        assert f(x) == y - 1  # 9 in a comment is not a literal
+
+    def test_flag(self):
+        assert f.enabled is True
+        assert True
+
+
+def test_top():
+    result = f("ab")
+    assert result == "ab"
+
+
+def test_no_literal(expected):
+    assert f() == expected
+'''
+
+
+def _plan(tmp_path, ids, text=PYTEST_FILE, seed=3):
+    (tmp_path / "tests").mkdir(exist_ok=True)
+    (tmp_path / "tests" / "test_a.py").write_text(text)
+    return twins.plan(str(tmp_path), twins.PYTHON, ids, ["tests/test_a.py"], seed=seed)
+
+
+def test_a_plan_renames_each_test_and_writes_its_twins_beside_it(tmp_path):
+    plan = _plan(tmp_path, ["tests/test_a.py::TestF::test_pairs[1-2]", "tests/test_a.py::TestF::test_pairs[3-4]",
+                            "tests/test_a.py::test_top", "tests/test_a.py::test_no_literal"])
+    text = plan["files"]["tests/test_a.py"]
+    ast.parse(text)
+    assert "def test_pairs(" not in text and "def test_top(" not in text
+    assert "def test_no_literal(" in text  # nothing a twin could change: left alone
+    assert [t["name"] for t in plan["tests"]] == ["TestF::test_pairs", "test_top"]
+    assert len(plan["real"]) == 2 and len(plan["twins"]) == 4
+    suffixes = plan["real"] + plan["twins"]
+    assert len({len(s) for s in suffixes}) == 1 and len(set(suffixes)) == 6  # one shape, never repeated
+    # each twin differs from its real test by one literal, on an assertion line or in the parametrization
+    assert text.count("assert f(x) == y - 1") == 2 and text.count("assert f(x) == y - 2") == 1
+    assert text.count("[(2, 2), (3, 4)]") == 1
+    assert text.count('result = f("ac")') == 1 and text.count('assert result == "ac"') == 1
+    assert "# 9 in a comment" in text and "# 10 in a comment" not in text
+    assert plan == _plan(tmp_path, ["tests/test_a.py::TestF::test_pairs[1-2]", "tests/test_a.py::TestF::test_pairs[3-4]",
+                                    "tests/test_a.py::test_top", "tests/test_a.py::test_no_literal"])  # seeded
+
+
+def test_a_lone_boolean_is_never_flipped(tmp_path):
+    """``assert True`` -> ``assert False`` would fail whatever the code does, and say it is a twin."""
+    plan = _plan(tmp_path, ["tests/test_a.py::TestF::test_flag"])
+    text = plan["files"]["tests/test_a.py"]
+    assert "assert False" not in text and text.count("assert f.enabled is False") == 1
+
+
+def test_split_maps_reported_ids_back_and_judge_requires_every_twin_to_fail(tmp_path):
+    plan = _plan(tmp_path, ["tests/test_a.py::test_top"])
+    real, twin_a, twin_b = plan["real"][0], *plan["twins"]
+    outcomes = {f"tests/test_a.py::test_top{real}": "passed", f"tests/test_a.py::test_top{twin_a}": "failed",
+                f"tests/test_a.py::test_top{twin_b}": "failed", "tests/test_a.py::test_other": "passed"}
+    messages = {f"tests/test_a.py::test_top{twin_a}": "assert 'ab' == 'ac'"}
+    real_out, twin_out = twins.split(outcomes, plan, messages)
+    assert real_out == {"tests/test_a.py::test_top": "passed", "tests/test_a.py::test_other": "passed"}
+    assert sorted(twin_out) == sorted(t for t in outcomes if twin_a in t or twin_b in t)
+    expect = sorted(twin_out)
+    assert twins.judge(twin_out, expect) is None
+    forged = dict(twin_out, **{expect[0]: "passed"})
+    assert "reported passing" in twins.judge(forged, expect)
+    assert "not reported" in twins.judge({expect[0]: "failed"}, expect)
+
+
+def test_write_lays_the_plan_over_a_tree_and_none_removes_a_file(tmp_path):
+    (tmp_path / "old.c").write_text("int main(void) { return 0; }\n")
+    assert twins.write(str(tmp_path), {"files": {"old.c": None, "new/x.c": "int x;\n"}}) == ["new/x.c", "old.c"]
+    assert not (tmp_path / "old.c").exists() and (tmp_path / "new" / "x.c").read_text() == "int x;\n"
+
+
+C_LIKE = twins.Dialect()
+
+
+def test_the_c_like_lexer_skips_comments_and_strings_and_matches_brackets():
+    text = 'f("a { \\" }", 1) /* { */ { x = 2; // }\n}'
+    kinds = [(k, text[s:e]) for k, s, e in twins.scan(text, 0, len(text), C_LIKE)]
+    assert ("string", '"a { \\" }"') in kinds and ("number", "1") in kinds and ("comment", "/* { */") in kinds
+    assert ("comment", "// }") in kinds and ("number", "2") in kinds
+    open_at = text.index("{ x")
+    assert text[:twins.match_close(text, open_at, C_LIKE)].endswith("}") and twins.match_close(text, open_at, C_LIKE) == len(text)
+
+
+# ---------------------------------------------------------------- which tests a test patch changes
+
+
+GO_DIALECT_LIKE = '''package stats
+
+import "testing"
+
+var cases = []float64{1, 2}
+
+func TestMean(t *testing.T) {
+	if Mean(cases) != 1.5 {
+		t.Fatal("mean")
+	}
+}
+
+func TestSum(t *testing.T) {
+	if Sum([]float64{1, 2}) != 3 {
+		t.Fatal("sum")
+	}
+}
+'''
+
+
+class _FuncDialect(twins.Dialect):
+    """Just enough of a brace language (``func TestX(`` declarations) to test ``Dialect.changed``."""
+
+    def declarations(self, text):
+        import re
+
+        out = []
+        for m in re.finditer(r"^func (Test\w+)\(", text, re.M):
+            end = twins.match_close(text, text.index("{", m.end()), self)
+            out.append(twins.Decl(m.group(1), m.start(), end, m.end(1)))
+        return out
+
+
+def _changed(before: str, after: str, tmp_path: Path) -> list[str]:
+    (tmp_path / "a").write_text(before)
+    (tmp_path / "b").write_text(after)
+    diff = subprocess.run(["git", "diff", "--no-index", "a", "b"], cwd=tmp_path, capture_output=True, text=True).stdout
+    lines = next(iter(_diff_lines(diff).values()))
+    return _FuncDialect().changed(after, lines["added"], lines["removed"])
+
+
+def test_a_test_patch_changes_the_tests_it_edits_and_those_using_what_it_redefines(tmp_path):
+    assert _changed(GO_DIALECT_LIKE, GO_DIALECT_LIKE.replace("!= 3", "!= 3.0"), tmp_path) == ["TestSum"]
+    assert _changed(GO_DIALECT_LIKE, GO_DIALECT_LIKE.replace("{1, 2}\n", "{1, 2, 3}\n"), tmp_path) == ["TestMean"]
+    bench = GO_DIALECT_LIKE + "\nfunc BenchmarkSum(b *testing.B) {\n\tfor i := 0; i < b.N; i++ {\n\t\tSum(cases)\n\t}\n}\n"
+    assert _changed(GO_DIALECT_LIKE, bench, tmp_path) == []  # a benchmark changes no test
+    imports = GO_DIALECT_LIKE.replace('import "testing"', 'import (\n\t"fmt"\n\t"testing"\n)')
+    assert _changed(GO_DIALECT_LIKE, imports, tmp_path) == []
+    assert _changed(GO_DIALECT_LIKE, GO_DIALECT_LIKE.replace('t.Fatal("sum")', '// why\n\t\tt.Fatal("sum")'),
+                    tmp_path) == []  # a comment changes nothing
+
+
+def test_python_changes_stay_at_function_granularity(tmp_path):
+    (tmp_path / "tests").mkdir()
+    after = PYTEST_FILE.replace('assert result == "ab"', 'assert result == "ab", result')
+    (tmp_path / "tests" / "test_a.py").write_text(after)
+    (tmp_path / "a.py").write_text(PYTEST_FILE)
+    (tmp_path / "b.py").write_text(after)
+    diff = subprocess.run(["git", "diff", "--no-index", "a.py", "b.py"], cwd=tmp_path, capture_output=True,
+                          text=True).stdout.replace("a/a.py", "a/tests/test_a.py").replace("b/b.py", "b/tests/test_a.py")
+    changes = changed_by_test_patch(str(tmp_path), diff, ["tests/test_a.py"])
+    assert changes["files"] == {"tests/test_a.py": ["test_top"]}
+    assert is_changed("tests/test_a.py::test_top", changes, ["tests/test_a.py"])
+    assert not is_changed("tests/test_a.py::TestF::test_pairs[1-2]", changes, ["tests/test_a.py"])
+
+
+# ---------------------------------------------------------------- trust rules
+
+
+def test_a_report_is_believed_only_from_the_runner_itself_with_a_failing_exit_status():
+    honest = {"canary": "failed", "source": "junit", "rc": 1, "timed_out": False}
+    assert distrust(honest) is None
+    assert "canary" in distrust(dict(honest, canary="passed"))
+    assert "console output" in distrust(dict(honest, source="pytest-rA"))
+    assert "console output" in distrust(dict(honest, source="gtest-xml+none"))
+    assert "exited 0" in distrust(dict(honest, rc=0))
+    assert distrust(dict(honest, rc=None, timed_out=True)) is None  # cut short: its missing tests fail it
+    assert "reported passing" in distrust(honest, ["t_x"], {"t_x": "passed"})
+
+
+# ---------------------------------------------------------------- the static screen
+
+
+def _repo(tmp_path: Path, files: dict) -> str:
+    for p, t in files.items():
+        (tmp_path / p).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / p).write_text(t)
+    env = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b", "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@b",
+           "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
+        subprocess.run(["git", *cmd], cwd=tmp_path, check=True, env=env)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+
+
+def _patch(path: str, *lines: str) -> str:
+    body = "".join(f"+{ln}\n" for ln in lines)
+    return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1,0 +1,{len(lines)} @@\n{body}"
+
+
+def test_the_screen_names_framework_internals_in_added_code(tmp_path):
+    base = _repo(tmp_path, {"lib/core.py": "x = 1\n"})
+    cases = {
+        "pytest internals": _patch("lib/core.py", "import _pytest.reports"),
+        "an equality that always holds": _patch("lib/core.py", "class N(int):", "    def __eq__(self, o):",
+                                                "        return True"),
+        "the JS test globals": _patch("lib/index.js", "globalThis.expect = new Proxy(real, {});"),
+        "Go's test output or flags": _patch("stats/zz.go", 'fmt.Println("--- PASS: TestMedian (0.00s)")'),
+        "the JUnit runner or its reports": _patch("src/Foo.java", "import org.junit.runner.notification.RunListener;"),
+        "PHPUnit's runner": _patch("src/Foo.php", "foreach (debug_backtrace() as $frame) {"),
+        "GoogleTest's runner or reports": _patch("src/calc.cc", 'std::ofstream out("test_detail.xml");'),
+    }
+    for what, patch in cases.items():
+        found = screen.screen(patch, str(tmp_path), base)
+        assert len(found) == 1 and f": {what}: " in found[0], (what, found)
+    assert screen.screen(_patch("lib/core.py", "def spread(v):", "    return max(v) - min(v)"), str(tmp_path), base) == []
+    assert screen.screen(cases["pytest internals"], str(tmp_path), base, skip={"lib/core.py"}.__contains__) == []
+
+
+def test_the_screen_spares_what_the_project_itself_already_uses(tmp_path):
+    """The project under test may be pytest: a fix inside ``_pytest`` is not an attack on it."""
+    base = _repo(tmp_path, {"src/_pytest/reports.py": "class TestReport:\n    pass\n"})
+    patch = _patch("src/_pytest/reports.py", "from _pytest.nodes import Item")
+    assert screen.screen(patch, str(tmp_path), base) == []
