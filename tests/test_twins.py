@@ -153,6 +153,9 @@ def test_a_test_patch_changes_the_tests_it_edits_and_those_using_what_it_redefin
     assert _changed(GO_DIALECT_LIKE, GO_DIALECT_LIKE.replace("{1, 2}\n", "{1, 2, 3}\n"), tmp_path) == ["TestMean"]
     bench = GO_DIALECT_LIKE + "\nfunc BenchmarkSum(b *testing.B) {\n\tfor i := 0; i < b.N; i++ {\n\t\tSum(cases)\n\t}\n}\n"
     assert _changed(GO_DIALECT_LIKE, bench, tmp_path) == []  # a benchmark changes no test
+    uses = GO_DIALECT_LIKE.replace("Sum([]float64{1, 2})", "Sum(cases)")
+    local = uses + "\nfunc BenchmarkMean(b *testing.B) {\n\tcases := []float64{3}\n\tMean(cases)\n}\n"
+    assert _changed(uses, local, tmp_path) == []  # google/uuid's shape: a benchmark's local, not the table
     imports = GO_DIALECT_LIKE.replace('import "testing"', 'import (\n\t"fmt"\n\t"testing"\n)')
     assert _changed(GO_DIALECT_LIKE, imports, tmp_path) == []
     assert _changed(GO_DIALECT_LIKE, GO_DIALECT_LIKE.replace('t.Fatal("sum")', '// why\n\t\tt.Fatal("sum")'),

@@ -96,17 +96,22 @@ class Dialect:
         """After every file's copies: e.g. register new test programs with the build (default: nothing)."""
 
     def defined(self, line: str) -> list[str]:
-        """Names a line outside any test declares (a helper, a table, a constant): a test whose code
-        mentions one is changed when that line is."""
-        return DEFINES.findall(line) + ASSIGNS.findall(line)
+        """The name a line at the tests' own nesting level declares (a helper, a table, a constant): a
+        test whose code mentions it is changed when that line is. The first name written before ``=``,
+        ``:=`` or ``(`` that is not a keyword or a type (``var cases = ...`` -> cases, ``func (u UUID)
+        String() string {`` -> String, ``static final int LIMIT = 3;`` -> LIMIT)."""
+        for m in DEFINES.finditer(line):
+            if m.group(1) not in KEYWORDS:
+                return [m.group(1)]
+        return []
 
     def changed(self, text: str, added: list, removed: list) -> list[str]:
         """Names of the declarations of ``text`` (a file after the test patch) that the patch adds or
         changes: those whose lines hold an added line or the place of a removed one, and those whose
-        code mentions a name that a changed line outside every declaration defines. An import, a
-        benchmark or an example added beside the tests changes none of them. ``added``: [(line, text)],
-        ``removed``: [(line where they were, [texts])] (``tests._diff_lines``); blank and comment lines
-        change nothing."""
+        code mentions a name that an added line outside every declaration defines at their nesting level
+        (a helper, a table). An import, a benchmark or an example added beside the tests changes none of
+        them. ``added``: [(line, text)], ``removed``: [(line where they were, [texts])]
+        (``tests._diff_lines``); blank and comment lines change nothing."""
         def code(t: str) -> bool:
             t = t.strip()
             return bool(t) and not t.startswith((*self.line_comments, "/*", "*", "*/"))
@@ -115,6 +120,8 @@ class Dialect:
         removed_at = [no for no, ts in removed if any(code(t) for t in ts)]
         decls = self.declarations(text)
         spans = [(d, text.count("\n", 0, d.start) + 1, text.count("\n", 0, d.end) + 1) for d in decls]
+        depth = self.depths(text)
+        level = max((depth[a - 1] for _, a, _ in spans), default=0)
         names: set = set()
         names_defined: set = set()
         lines = text.splitlines()
@@ -122,7 +129,7 @@ class Dialect:
             inside = [d for d, a, b in spans if a <= no <= b]
             if inside:
                 names.update(d.name for d in inside)
-            elif no in added_at and 0 < no <= len(lines):
+            elif no in added_at and 0 < no <= len(lines) and depth[no - 1] <= level:
                 names_defined.update(self.defined(lines[no - 1]))
         if names_defined:
             words = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names_defined))) + r")\b")
@@ -135,14 +142,35 @@ class Dialect:
         """(kind, start, end) of the comments, strings, numbers and words of ``text[start:end]``."""
         return scan(text, start, len(text) if end is None else end, self)
 
+    def depths(self, text: str) -> list[int]:
+        """Per line, how many brackets are open where it starts (strings and comments skipped)."""
+        starts = _line_offsets(text)
+        out = [0] * (len(starts))
+        depth, line = 0, 0
+        for kind, s, _e in scan(text, 0, len(text), self):
+            while line + 1 < len(starts) and starts[line + 1] <= s:
+                line += 1
+                out[line] = depth
+            if kind == "other" and text[s] in "{([":
+                depth += 1
+            elif kind == "other" and text[s] in "})]":
+                depth = max(0, depth - 1)
+        for i in range(line + 1, len(starts)):
+            out[i] = depth
+        return out
+
 
 # ---------------------------------------------------------------- lexing (C-like languages)
 
 
-DEFINES = re.compile(r"\b(?:func|var|const|let|type|class|def|function|static|final|val)\s+(?:\([^)]*\)\s*)?"
-                     r"([A-Za-z_$][\w$]*)")
-ASSIGNS = re.compile(r"^\s*([A-Za-z_$][\w$]*)\s*(?::=|=(?!=))")
-"""What a line outside the tests defines: a declaration's name, or the name assigned at its start."""
+DEFINES = re.compile(r"([A-Za-z_$][\w$]*)\s*(?::=|=(?![=>])|\()")
+KEYWORDS = frozenset("""func var const let type class def function static final val public private protected
+    return if for while switch case new import package use require from struct interface enum void int long
+    short byte char float double bool boolean string String auto unsigned signed extern inline async await
+    typeof sizeof self this super and or not in is lambda yield with assert elif else try catch except
+    finally throw throws raise defer go map chan make len append describe it test beforeEach afterEach
+    beforeAll afterAll setUp tearDown module exports define""".split())
+"""A line's declared name: the first non-keyword name before ``=``, ``:=`` or ``(``."""
 _NUM = re.compile(r"(?<![\w.])(?:\d+\.\d+|\d+)(?:[eE][+-]?\d+)?(?![\w.])")
 _WORD = re.compile(r"[A-Za-z_$][\w$]*")
 
