@@ -26,6 +26,7 @@ import json
 import os
 import re
 
+from .. import twins as _twins
 from .base import FAILED, PASSED, SKIPPED, Runner, merge, short
 
 GO_INFRA_NAMES = frozenset({"go.mod", "go.sum", "go.work", "go.work.sum"})
@@ -230,3 +231,377 @@ def workspace_go(version) -> str:
     if not m or (int(m.group(1)), int(m.group(2))) < (1, 18):
         return "1.18"
     return m.group(0)
+
+
+# ---------------------------------------------------------------- twins (declarations of Go tests)
+
+
+_TOP_KEYWORDS = ("func", "type", "var", "const", "import")
+_TEST_PREFIXES = ("Test", "Example", "Fuzz")
+_MESSAGE_CALLS = frozenset({"Error", "Errorf", "Fatal", "Fatalf", "Log", "Logf", "Skip", "Skipf"})
+"""``t.Errorf(...)`` and the like: what they are given only words a failure; a literal there changes a
+message, never an outcome."""
+_SPEC_NAMES = re.compile(r"[A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*")
+_EXPECTED_FIELD = re.compile(r"(?:want|expect|exp\b|out\b|output|result)", re.I)
+"""A table field that holds what a case expects (``want: 3``): its literal is the first a twin changes."""
+_OVERFLOWS = frozenset(str(2 ** k - 1) for k in (7, 8, 15, 16, 31, 32, 63, 64))
+"""Numbers whose successor overflows a sized integer type (a twin must compile)."""
+
+
+def is_test_name(name: str) -> bool:
+    """Whether ``go test`` runs a top-level function of this name (given the right signature): ``Test``,
+    ``Example`` or ``Fuzz``, alone or followed by anything but a lower-case letter; ``TestMain`` is the
+    package's harness, not a test."""
+    for prefix in _TEST_PREFIXES:
+        if name.startswith(prefix):
+            rest = name[len(prefix):]
+            return name != "TestMain" and (not rest or not rest[0].islower())
+    return False
+
+
+class _Top:
+    """A top-level declaration of a Go file: a function (method, test, benchmark), or a type, var,
+    const or import declaration (``specs``: [(first line, last line, names)] of its specs)."""
+
+    def __init__(self, kind: str, name: str, start: int, end: int, name_end: int, receiver: bool = False,
+                 params: str = "", specs: list | None = None):
+        self.kind, self.name, self.start, self.end, self.name_end = kind, name, start, end, name_end
+        self.receiver, self.params, self.specs = receiver, params, specs or []
+
+
+class GoDialect(_twins.Dialect):
+    """Go test functions: ``func TestX(t *testing.T) { ... }`` (examples and fuzz targets too) at the top
+    level of a ``_test.go`` file, with the doc comment lines right above them; subtests live inside
+    them. Ids (``<import path>.<TestX>/<subtest>``) do not name the file: ``target`` finds the
+    ``_test.go`` file of the id's package directory that declares the function."""
+
+    line_comments = ("//",)
+    block_comments = (("/*", "*/"),)
+    quotes = ('"', "'")
+    raw_quotes = ("`",)
+    true_false = ("true", "false")
+    assert_words = re.compile(r"!=|==|\bwant|\bexpect|Equal|Diff\(|\bassert\.|\brequire\.|\bErrorf|\bFatalf|"
+                              r"\.Error\(|\.Fatal\(|\bcheck|\bverify", re.I)
+    sep = "_"
+
+    # -- structure
+
+    def _top(self, text: str) -> list[_Top]:
+        """The file's top-level declarations, in order."""
+        toks = _twins.scan(text, 0, len(text), self)
+        code = _significant(text, toks)
+        out: list[_Top] = []
+        pairs = self._pairs(text, code)
+        depth = 0
+        i = 0
+        while i < len(code):
+            kind, s, e = code[i]
+            word = text[s:e]
+            if kind == "other" and word in "([{":
+                depth += 1
+            elif kind == "other" and word in ")]}":
+                depth = max(0, depth - 1)
+            elif kind == "word" and depth == 0 and word in _TOP_KEYWORDS and not text[_twins.line_start(text, s):s].strip():
+                decl, i = self._one(text, code, pairs, i, word)
+                if decl is not None:
+                    out.append(decl)
+                continue
+            i += 1
+        return out
+
+    @staticmethod
+    def _pairs(text: str, code: list) -> dict:
+        """{index of an opening bracket token: index of the token that closes it}."""
+        pairs: dict = {}
+        stack: list = []
+        for k, (kind, s, e) in enumerate(code):
+            if kind != "other":
+                continue
+            ch = text[s]
+            if ch in "([{":
+                stack.append(k)
+            elif ch in ")]}" and stack:
+                pairs[stack.pop()] = k
+        return pairs
+
+    def _one(self, text: str, code: list, pairs: dict, i: int, keyword: str) -> tuple[_Top | None, int]:
+        """The declaration starting at ``code[i]`` (its keyword) and the index just past it."""
+        s = code[i][1]
+        start = _twins.leading_block(text, _twins.line_start(text, s), ("//",))
+        j = i + 1
+
+        def close(k: int) -> tuple[int, int]:  # (offset past the bracket closing code[k], index after it)
+            if k not in pairs:
+                raise ValueError("unbalanced brackets")
+            return code[pairs[k]][2], pairs[k] + 1
+
+        def tok(k: int) -> str:
+            return text[code[k][1]:code[k][2]] if k < len(code) else ""
+
+        if keyword == "func":
+            receiver = tok(j) == "("
+            if receiver:
+                _, j = close(j)
+            if j >= len(code) or code[j][0] != "word":
+                return None, j
+            name, name_end = tok(j), code[j][2]
+            j += 1
+            if tok(j) == "[":  # type parameters
+                _, j = close(j)
+            if tok(j) != "(":
+                return None, j
+            p_start = code[j][1]
+            p_end, j = close(j)
+            params = text[p_start:p_end]
+            # the body: the first "{" at this level after the results (which may be parenthesised)
+            while j < len(code) and tok(j) != "{":
+                if tok(j) in ("(", "["):
+                    _, j = close(j)
+                    continue
+                if tok(j) in _TOP_KEYWORDS and not text[_twins.line_start(text, code[j][1]):code[j][1]].strip():
+                    break  # a declaration without a body (assembly): the next declaration starts
+                if tok(j) == "struct" or tok(j) == "interface":  # a result type's braces are not the body
+                    j += 1
+                    if tok(j) == "{":
+                        _, j = close(j)
+                    continue
+                j += 1
+            if tok(j) != "{":
+                return _Top("func", name, start, _twins.line_end(text, name_end), name_end, receiver, params), j
+            end, j = close(j)
+            return _Top("func", name, start, end, name_end, receiver, params), j
+        # type, var, const, import: one spec or a parenthesised group of them
+        if tok(j) == "(":
+            g_end, n = close(j)
+            specs = []
+            k = j + 1
+            while k < n - 1:
+                ks = code[k][1]
+                ls = _twins.line_start(text, ks)
+                if code[k][0] in ("word", "string") and not text[ls:ks].strip():
+                    spec_end, k2 = self._spec_end(text, code, k, n - 1, close)
+                    names = [] if keyword == "import" else self._names(text, ks, keyword)
+                    specs.append((text.count("\n", 0, ks) + 1, text.count("\n", 0, spec_end) + 1, names))
+                    k = k2
+                    continue
+                k += 1
+            return _Top(keyword, "", start, g_end, code[j][1], specs=specs), n
+        if j >= len(code):
+            return None, j
+        end, n = self._spec_end(text, code, j, len(code), close)
+        names = [] if keyword == "import" else self._names(text, code[j][1], keyword)
+        first, last = text.count("\n", 0, s) + 1, text.count("\n", 0, end) + 1
+        return _Top(keyword, names[0] if names else "", start, end, code[j][2],
+                    specs=[(first, last, names)]), n
+
+    @staticmethod
+    def _spec_end(text: str, code: list, k: int, limit: int, close) -> tuple[int, int]:
+        """(end offset, next index) of the spec starting at ``code[k]``: up to the first line break
+        outside its brackets."""
+        end = code[k][2]
+        k += 1
+        while k < limit and "\n" not in text[end:code[k][1]]:
+            if text[code[k][1]:code[k][2]] in ("(", "[", "{"):
+                end, k = close(k)
+                continue
+            end = code[k][2]
+            k += 1
+        return end, k
+
+    @staticmethod
+    def _names(text: str, at: int, keyword: str) -> list[str]:
+        m = _SPEC_NAMES.match(text, at)
+        if not m:
+            return []
+        names = [n.strip() for n in m.group(0).split(",")]
+        return names[:1] if keyword == "type" else names
+
+    def declarations(self, text: str) -> list[_twins.Decl]:
+        out = []
+        for d in self._top(text):
+            if d.kind == "func" and not d.receiver and is_test_name(d.name) and d.end > d.name_end:
+                out.append(_twins.Decl(d.name, d.start, d.end, d.name_end))
+        return out
+
+    # -- which file and declaration an id runs
+
+    def target(self, test_id: str, files: list[str], tree: str) -> tuple[str, str] | None:
+        m = _TEST_NAME.match(test_id)
+        if not m:
+            return None
+        pkg, name = m.group(1), m.group(2).split("/", 1)[0]
+        dirs = sorted({_dir(f) for f in files}, key=len, reverse=True)
+        where = next((d for d in dirs if import_path(tree, d) == pkg), None)
+        if where is None:  # no go.mod says: the longest directory the import path ends with
+            where = next((d for d in dirs if d and import_path(tree, d) is None
+                          and (pkg == d or pkg.endswith("/" + d))), None)
+        if where is None:
+            return None
+        try:
+            names = sorted(n for n in os.listdir(os.path.join(tree, where) if where else tree) if n.endswith("_test.go"))
+        except OSError:
+            return None
+        found = []
+        for n in names:
+            path = f"{where}/{n}" if where else n
+            try:
+                with open(os.path.join(tree, path), encoding="utf-8") as f:
+                    text = f.read()
+            except (OSError, UnicodeDecodeError):
+                continue
+            if re.search(r"^func\s+" + re.escape(name) + r"\s*\(", text, re.M) and \
+                    any(d.name == name for d in self.declarations(text)):
+                found.append(path)
+        return (found[0], name) if len(found) == 1 else None
+
+    # -- which tests a test patch adds or changes
+
+    def changed(self, text: str, added: list, removed: list) -> list[str]:
+        """Go's version of ``Dialect.changed``: a line changes the top-level declaration it is in. A test
+        function's change changes that test; a helper's (a function, method, type, var or const the
+        tests use) changes every test whose code mentions its name, through other helpers too; an
+        import, a benchmark, an example without output or a helper nothing uses changes none.
+        A changed ``TestMain``, ``init`` or package clause changes every test of the file."""
+        def code(t: str) -> bool:
+            t = t.strip()
+            return bool(t) and not t.startswith(("//", "/*", "*", "*/"))
+
+        tops = self._top(text)
+        tests = {d.name for d in self.declarations(text)}
+        lines = [(text.count("\n", 0, d.start) + 1, text.count("\n", 0, d.end) + 1, d) for d in tops]
+        hit_tests: set = set()
+        hit_names: set = set()
+        everything = False
+
+        def at(no: int, removed_texts: list | None = None) -> None:
+            nonlocal everything
+            inside = [d for a, b, d in lines if a <= no <= b]
+            if not inside:
+                for t in removed_texts or []:  # a whole declaration went: what it defined changed
+                    m = re.match(r"^func\s+(?:\([^)]*\)\s*)?([A-Za-z_]\w*)|^(?:type|var|const)\s+([A-Za-z_]\w*)", t)
+                    if m:
+                        hit_names.add(m.group(1) or m.group(2))
+                    elif re.match(r"^package\s", t):
+                        everything = True
+                if 0 < no <= len(text.splitlines()) and re.match(r"^\s*package\s", text.splitlines()[no - 1]) \
+                        and removed_texts is None:
+                    everything = True
+                return
+            for d in inside:
+                if d.kind == "func" and d.name in tests and not d.receiver:
+                    hit_tests.add(d.name)
+                elif d.kind == "func" and d.name in ("TestMain", "init") and not d.receiver:
+                    everything = True
+                elif d.kind == "func":
+                    hit_names.add(d.name)
+                elif d.kind != "import":
+                    spec = [names for a, b, names in d.specs if a <= no <= b]
+                    for names in spec or [n for *_, n in d.specs]:
+                        hit_names.update(names)
+
+        for no, t in added:
+            if code(t):
+                at(no)
+        for no, ts in removed:
+            if any(code(t) for t in ts):
+                at(no, [t for t in ts if code(t)])
+        if everything:
+            return sorted(tests)
+        # helpers that use a changed helper changed too, then the tests that use any of them
+        bodies = {d.name: text[d.name_end:d.end] for d in tops if d.kind == "func" and d.name not in tests}
+        while True:
+            words = _words(hit_names)
+            more = {n for n, body in bodies.items() if n not in hit_names and words and words.search(body)}
+            if not more:
+                break
+            hit_names |= more
+        words = _words(hit_names)
+        if words:
+            for d in tops:
+                if d.kind == "func" and d.name in tests and not d.receiver and words.search(text, d.name_end, d.end):
+                    hit_tests.add(d.name)
+        return sorted(hit_tests)
+
+    # -- literals a twin may change
+
+    def tokens(self, text: str, start: int = 0, end: int | None = None) -> list[tuple[str, int, int]]:
+        """The literals of ``text[start:end]`` a twin can change and still compile, in the order worth
+        trying: next to a comparison or in a table's expected field (``want: 3``) first, then numbers
+        and bools, then strings. Left out: what
+        ``t.Errorf`` and its kind are given (a message), a subtest's name, indexes and array lengths
+        (inside ``[...]``), map keys and case labels (a changed one may repeat another), numbers next
+        to a shift or whose successor overflows a sized integer, strings ending in an escape."""
+        end = len(text) if end is None else end
+        toks = _twins.scan(text, start, end, self)
+        code = _significant(text, toks)
+        skip: set = set()
+        stack: list = []
+        pairs = self._pairs(text, code)
+        for k, (kind, s, e) in enumerate(code):
+            ch = text[s:e]
+            prev = text[code[k - 1][1]:code[k - 1][2]] if k else ""
+            nxt = text[code[k + 1][1]:code[k + 1][2]] if k + 1 < len(code) else ""
+            if kind == "word" and nxt == "(" and prev == "." and (ch in _MESSAGE_CALLS or ch == "Run"):
+                close = code[pairs[k + 1]][2] if k + 1 in pairs else end
+                if ch == "Run":  # the subtest's name only
+                    if k + 2 < len(code) and code[k + 2][0] == "string":
+                        skip.add(code[k + 2][1])
+                else:
+                    skip.update(t[1] for t in code[k + 1:] if t[1] < close)
+            if kind == "other" and ch in "([{":
+                stack.append(ch)
+            elif kind == "other" and ch in ")]}":
+                if stack:
+                    stack.pop()
+            elif kind in ("number", "string"):
+                shift = text[code[k - 2][1]:code[k - 1][2]] if k >= 2 else ""
+                shift2 = text[code[k + 1][1]:code[k + 2][2]] if k + 2 < len(code) else ""
+                if (stack and stack[-1] == "[") or re.match(r"\s*:(?!=)", text[e:e + 4]):
+                    skip.add(s)
+                elif kind == "number" and (text[s:e] in _OVERFLOWS or "<<" in (shift, shift2) or ">>" in (shift, shift2)):
+                    skip.add(s)
+                elif kind == "string" and "\\" in text[max(s + 1, e - 12):e - 1]:
+                    skip.add(s)
+        first, nums, strs = [], [], []
+        for k, (kind, s, e) in enumerate(code):
+            if s in skip or kind not in ("number", "string", "word"):
+                continue
+            prev = text[code[k - 1][1]:code[k - 1][2]] if k else ""
+            nxt2 = text[code[k + 1][1]:code[k + 2][2]] if k + 2 < len(code) else ""
+            prev2 = text[code[k - 2][1]:code[k - 1][2]] if k >= 2 else ""
+            field = text[code[k - 2][1]:code[k - 2][2]] if k >= 2 and prev == ":" else ""
+            compared = prev2 in ("!=", "==") or nxt2 in ("!=", "==") or bool(_EXPECTED_FIELD.match(field))
+            if kind == "word" and text[s:e] not in self.true_false:
+                continue
+            (first if compared else strs if kind == "string" else nums).append((kind, s, e))
+        return first + nums + strs
+
+
+def import_path(tree: str, d: str) -> str | None:
+    """The import path of the package in directory ``d`` of ``tree``: the module path of the nearest
+    ``go.mod`` at or above it, and the way down from there; None when no go.mod in the tree says."""
+    parts = d.split("/") if d else []
+    for k in range(len(parts), -1, -1):
+        try:
+            with open(os.path.join(tree, *parts[:k], "go.mod"), encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError:
+            continue
+        m = re.search(r"^\s*module\s+\"?([^\s\"/][^\s\"]*)", text, re.M)
+        if not m:
+            return None
+        return "/".join([m.group(1), *parts[k:]])
+    return None
+
+
+def _significant(text: str, toks: list) -> list:
+    """The tokens that are not comments or white space."""
+    return [t for t in toks if t[0] != "comment" and not (t[0] == "other" and text[t[1]].isspace())]
+
+
+def _words(names: set):
+    names = {n for n in names if n and n != "_"}
+    return re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\b") if names else None
+
+
+GoTest.dialect = GoDialect()
