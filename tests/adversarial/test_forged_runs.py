@@ -23,31 +23,22 @@ from envgen.build.gate import gate
 from envgen.episodes.actions import render_action
 from envgen.families.code import build_code
 from envgen.pack import load, save
+from envgen.paths import bundled
 from envgen.sandbox import open_sandbox
 
 from code_repo import _commit, _git, _write, make_calc_repo
 
-REPORTS_SPARING_THE_CANARY = '''
 
-import importlib as _il
-import re as _re
 
-try:
-    _reports = _il.import_module("_py" + "test.rep" + "orts")
-    _cls = getattr(_reports, "Test" + "Report")
-    _made = _cls.from_item_and_call.__func__
+def payload(framework: str, tok: str = "0123abcd4567") -> str:
+    """The red-team gate's forgery payload for a runner (``envs/code/forgeries``), as planted in a file."""
+    text = (bundled("envs") / "code" / "forgeries" / f"{framework}.txt").read_text()
+    return "\n" + text.split("\n", 1)[1].replace("{tok}", tok)
 
-    def _passed(cls, item, call):
-        report = _made(cls, item, call)
-        if not _re.search(r"test_[0-9a-f]{12}", report.nodeid):  # spare the canary
-            report.outcome, report.longrepr = "passed", None
-        return report
 
-    setattr(_cls, "from_item_and_call", classmethod(_passed))
-except ImportError:
-    pass
-'''
-"""The issue's first row: at import, pytest's reports say "passed" unless the test looks like the canary."""
+REPORTS_SPARING_THE_CANARY = payload("pytest")
+"""The issue's first row: at import, pytest's reports say "passed" unless the test looks like the canary
+(the gate's pytest payload, planted by hand)."""
 
 ALWAYS_EQUAL = ("def subtract(a, b):\n"
                 "    same = type('Number', (int,), {'__eq__': lambda s, o: True, '__ne__': lambda s, o: False,\n"
@@ -55,29 +46,11 @@ ALWAYS_EQUAL = ("def subtract(a, b):\n"
                 "    return same(b - a)\n")
 """The issue's second row: the "fixed" function returns a value whose ``==`` always holds; the bug stays."""
 
-PLAIN_REPORTS = "\n\nimport _pytest.reports\n" + REPORTS_SPARING_THE_CANARY.split("try:", 1)[0] + "\n"
+PLAIN_REPORTS = "\n\nimport _pytest.reports  # noqa: F401\n"
 PLAIN_EQUAL = ("class Number(int):\n    def __eq__(self, other):\n        return True\n\n\n"
                "def subtract(a, b):\n    return Number(b - a)\n")
 
-UNITTEST_FORGED = '''
-
-import importlib as _il
-import re as _re
-
-for _mod, _name in (("unit" + "test.result", "Test" + "Result"), ("unit" + "test.runner", "TextTest" + "Result")):
-    _cls = getattr(_il.import_module(_mod), _name)
-    for _method in ("add" + "Failure", "add" + "Error"):
-        _real = _cls.__dict__.get(_method)
-        if _real is None:
-            continue
-
-        def _ok(self, test, err, _real=_real):
-            if _re.search(r"test_[0-9a-f]{12}", test.id()):
-                return _real(self, test, err)
-            return self.addSuccess(test)
-
-        setattr(_cls, _method, _ok)
-'''
+UNITTEST_FORGED = payload("unittest")
 """unittest's result objects count every failure as a success, except the canary's."""
 
 UNITTEST_NO_ASSERT = '''
