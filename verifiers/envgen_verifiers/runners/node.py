@@ -34,6 +34,7 @@ import subprocess
 import sys
 
 from .base import ERROR, FAILED, FAILING, PASSED, SKIPPED, Runner, merge, read_text, short
+from .node_dialect import JS
 
 IMAGE_MODULES = "/opt/envgen/node/node_modules"
 CANARY = "envgen_canary_"
@@ -188,6 +189,8 @@ class NodeRunner(Runner):
     config_names = CONFIG_NAMES
     tool = ""
     """The runner's script, relative to ``node_modules``."""
+    dialect = JS
+    """How the test files declare their tests (``node_dialect``): the twin checks of FAIL_TO_PASS tests."""
 
     def modules(self, tree: str, options: dict) -> str | None:
         """The node_modules the run uses: the tree's own (vendored), else the first of ``options["modules"]``
