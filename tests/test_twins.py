@@ -218,13 +218,16 @@ def test_the_screen_names_framework_internals_in_added_code(tmp_path):
         "the JS test globals": _patch("lib/index.js", "globalThis.expect = new Proxy(real, {});"),
         "Go's test output or flags": _patch("stats/zz.go", 'fmt.Println("--- PASS: TestMedian (0.00s)")'),
         "the JUnit runner or its reports": _patch("src/Foo.java", "import org.junit.runner.notification.RunListener;"),
-        "PHPUnit's runner": _patch("src/Foo.php", "foreach (debug_backtrace() as $frame) {"),
+        "PHPUnit's runner": _patch("src/Foo.php", "foreach (debug_backtrace() as $frame) {",
+                                   "    if ($frame['object'] instanceof \\PHPUnit\\Framework\\TestResult) {"),
         "GoogleTest's runner or reports": _patch("src/calc.cc", 'std::ofstream out("test_detail.xml");'),
     }
     for what, patch in cases.items():
         found = screen.screen(patch, str(tmp_path), base)
         assert len(found) == 1 and f": {what}: " in found[0], (what, found)
     assert screen.screen(_patch("lib/core.py", "def spread(v):", "    return max(v) - min(v)"), str(tmp_path), base) == []
+    legit = _patch("src/Log.php", "$caller = debug_backtrace()[1]['function'];", "$this->events->addListener('x', $f);")
+    assert screen.screen(legit, str(tmp_path), base) == []  # a logger's backtrace, an event dispatcher
     assert screen.screen(cases["pytest internals"], str(tmp_path), base, skip={"lib/core.py"}.__contains__) == []
 
 

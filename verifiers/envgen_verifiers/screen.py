@@ -30,8 +30,9 @@ PATTERNS: list[tuple[str, re.Pattern]] = [
     ("the JUnit runner or its reports", re.compile(r"\bRunListener\b|org\.junit\.runner\.notification|"
                                                    r"surefire-reports|TEST-[\w.$*]*\.xml|\bTestExecutionListener\b|"
                                                    r"\bLauncherSession\w*\b")),
-    ("PHPUnit's runner", re.compile(r"\bdebug_backtrace\b|PHPUnit\\\\(?:Framework\\\\TestResult|Runner|TextUI)|"
-                                    r"\bTestListener\b|\baddListener\s*\(")),
+    ("PHPUnit's runner", re.compile(r"\bdebug_backtrace\b[\s\S]*(?:TestResult|PHPUnit)|"
+                                    r"(?:TestResult|PHPUnit)[\s\S]*\bdebug_backtrace\b|"
+                                    r"PHPUnit\\{1,2}(?:Framework\\{1,2}TestResult|Runner|TextUI)|\bTestListener\b")),
     ("GoogleTest's runner or reports", re.compile(r"::testing::|\btesting::(?:UnitTest|TestEventListener|"
                                                   r"EmptyTestEventListener)|GTEST_OUTPUT|gtest_output|"
                                                   r"test_detail\.xml|:test-result:|\.trs\b|<testcase\b")),
