@@ -4,6 +4,7 @@ pack's test lists, and the verifier's verdicts on the gold patch, an empty and a
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -17,9 +18,9 @@ from envgen.families.code.languages import detect_language
 from envgen.pack import load
 
 try:
-    from .go_repo import make_gostats_repo
+    from .go_repo import UUID_CONTAINS_STUB, make_gostats_repo, make_uuidish_repo
 except ImportError:  # tests/ is not a package: pytest puts it on sys.path
-    from go_repo import make_gostats_repo
+    from go_repo import UUID_CONTAINS_STUB, make_gostats_repo, make_uuidish_repo
 
 pytestmark = pytest.mark.skipif(
     shutil.which("go") is None or not Path("/usr/share/gocode/src/github.com/google/go-cmp/go.mod").is_file(),
@@ -76,6 +77,15 @@ def test_pack_lists_subtests_in_gos_convention_and_the_gate_scores(built):
     gate = report.details["tasks"][task.id]["gate"]
     assert gate["reference"] == gate["reference-again"] == 1.0, gate
     assert all(v == 0.0 for k, v in gate.items() if k not in ("reference", "reference-again")), gate
+    assert gate["forgery"] == 0.0  # envs/code/forgeries/go.txt, planted by the gate: the twins stop it
+    # twin checks: TestMedian renamed, two twins beside it, each failing (with a subtest) under the fix
+    assert args["twins"] == "twins.json" and val["twin_checks"] == 4
+    plan = json.loads((pack.hidden_dir / "twins.json").read_text())
+    (planned,) = plan["plan"]["tests"]
+    assert (planned["file"], planned["name"], len(planned["twins"])) == ("stats/stats_test.go", "TestMedian", 2)
+    text = plan["plan"]["files"]["stats/stats_test.go"]
+    assert "func TestMedian(" not in text and text.count("func TestMedian_") == 3
+    assert all(t.startswith("example.com/gostats/stats.TestMedian_") for t in plan["expect_failing"])
 
 
 def test_go_mod_parsing_and_debian_names():
@@ -136,3 +146,63 @@ def test_runnable_tests_are_the_patchs_go_test_files_and_the_readers_of_changed_
     assert go.runnable_tests(["a/testdata/in.txt", "c/c_test.go", "gone_test.go"], after) == \
         ["c/c_test.go", "a/a_test.go", "a/b_test.go"]
     assert go.is_test_path("a/testdata/x.go") and go.is_test_path("a/a_test.go") and not go.is_test_path("a/a.go")
+
+
+@pytest.fixture(scope="module")
+def uuidish(tmp_path_factory):
+    root = tmp_path_factory.mktemp("go-uuidish")
+    shas = make_uuidish_repo(root / "u")
+    report = build_code(f"git:{root / 'u'}", root / "out", backend="local", store=root / "state.sqlite",
+                        log=lambda m: None, gate=False)
+    return root, shas, report
+
+
+UUID_UNCHANGED = ("example.com/uuidish.TestParse, example.com/uuidish.TestString, "
+                  "example.com/uuidish.TestVersion")
+
+
+def test_a_test_patch_that_adds_only_a_benchmark_gives_no_task(uuidish):
+    """Issue 27's google/uuid case: the test patch adds only ``BenchmarkUUIDs_Strings``, which calls the method
+    the gold patch adds, so the package does not compile at the base and every test of it went FAIL_TO_PASS
+    (a stub ``Strings`` returning nil scored 1). A benchmark changes no test: the candidate is rejected."""
+    root, shas, report = uuidish
+    rejected = {r["task"]: r["reason"] for r in report.rejections}
+    assert rejected[f"u-{shas['strings'][:12]}"] == \
+        f"FAIL_TO_PASS test(s) the test patch does not add or change: {UUID_UNCHANGED}"
+
+
+def test_a_base_that_does_not_build_has_its_untouched_tests_fail_to_pass_too(uuidish):
+    """The same shape with a real test of the new method: the old tests also fail at the base (the package
+    does not compile there), and they are not tests the test patch adds or changes, so today the
+    candidate is rejected as well (see the next test for what it should give)."""
+    root, shas, report = uuidish
+    rejected = {r["task"]: r["reason"] for r in report.rejections}
+    assert rejected[f"u-{shas['contains'][:12]}"] == \
+        f"FAIL_TO_PASS test(s) the test patch does not add or change: {UUID_UNCHANGED}"
+
+
+@pytest.mark.xfail(strict=True, reason="needs execution.judge to grade FAIL_TO_PASS tests the test patch does not "
+                                       "touch and that no base run reported (the package did not build) as tests "
+                                       "that must pass, instead of rejecting the candidate")
+def test_a_new_test_of_a_new_method_builds_a_task_that_a_stub_cannot_pass(uuidish):
+    import gymnasium
+
+    import envgen  # noqa: F401  (registers envgen/Pack-v0)
+    from envgen.episodes.actions import render_action
+
+    root, shas, report = uuidish
+    name = f"u-{shas['contains'][:12]}"
+    assert name in report.packs, report.rejections
+    pack = load(root / "out" / name)
+    args = pack.tasks[0].verifier.args
+    assert args["FAIL_TO_PASS"] == ["example.com/uuidish.TestUUIDsContains"] and args.get("twins")
+    assert {"example.com/uuidish.TestParse", "example.com/uuidish.TestVersion"} <= set(args["PASS_TO_PASS"])
+    env = gymnasium.make("envgen/Pack-v0", pack=str(pack.root), sandbox="local")
+    try:
+        env.reset(options={"task_id": pack.tasks[0].id})
+        for call in [("write_file", {"path": "uuid.go", "content": UUID_CONTAINS_STUB}), ("submit", {})]:
+            env.step(render_action("", [call]))
+        _, reward, terminated, _, info = env.step("Done.")
+    finally:
+        env.close()
+    assert terminated and reward == 0.0, info["reward_details"]

@@ -460,7 +460,7 @@ class GoDialect(_twins.Dialect):
         """Go's version of ``Dialect.changed``: a line changes the top-level declaration it is in. A test
         function's change changes that test; a helper's (a function, method, type, var or const the
         tests use) changes every test whose code mentions its name, through other helpers too; an
-        import, a benchmark, an example without output or a helper nothing uses changes none.
+        import, a benchmark or a helper nothing uses changes none.
         A changed ``TestMain``, ``init`` or package clause changes every test of the file."""
         def code(t: str) -> bool:
             t = t.strip()
