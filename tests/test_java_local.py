@@ -75,6 +75,7 @@ def test_gold_scores_one_and_nothing_or_an_empty_patch_zero(built):
         assert verdict.reward == 1.0, verdict.details
         assert (verdict.details["FAIL_TO_PASS"], verdict.details["PASS_TO_PASS"]) == ("1/1", "6/6")
         assert verdict.details["report"] == "junit" and verdict.details["canary"] == "failed"
+        assert verdict.details["twins"] == "2/2 failed as they must"  # keepsDigits' hidden twins
 
         ep = Episode(sbx, task)
         assert "[^a-z]+" in ep.call("view_file", {"path": SLUG_PATH}).content
@@ -138,3 +139,4 @@ def test_a_gradle_build_goes_through_with_debians_gradle(tmp_path):
         verdict = ep.finish("done")
     assert verdict.reward == 1.0, verdict.details
     assert verdict.details["canary"] == "failed" and verdict.details["report"] == "junit"
+    assert verdict.details["twins"] == "2/2 failed as they must"

@@ -26,6 +26,7 @@ import os
 import re
 import sys
 
+from ..twins import Decl, Dialect, leading_block, line_start, match_close, scan
 from .base import ERROR, FAILED, PASSED, SKIPPED, Runner, junit_cases, merge, read_reports
 
 DEFAULT_REPO = "/usr/share/maven-repo"
@@ -107,9 +108,12 @@ import os, re, shutil, subprocess, sys
 tree, dest, kind, suffix = sys.argv[1:5]
 proc = subprocess.Popen(sys.argv[6:], cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 first = None
+failed = ""
 for line in proc.stdout:
     sys.stdout.buffer.write(line)
     text = line.decode("utf-8", "replace").strip()
+    if not failed and kind == "maven" and re.match(r"^\[ERROR\] (Tests run: .*(Failures: [1-9]|Errors: [1-9])|There (are|were) test failures|.*forked VM)", text):
+        failed = text
     if first is None and re.match(r"^(\[ERROR\]|FAILURE:|> |e: )", text) and \
             not re.match(r"^\[ERROR\]\s*(COMPILATION ERROR\s*:?|-> \[Help.*|Re-run Maven.*|To see the full.*|)\s*$", text):
         first = text.replace(tree.rstrip("/") + "/", "")
@@ -135,10 +139,14 @@ for root, dirs, names in os.walk(tree):
 print("envgen: %d report file(s)" % n)
 if rc != 0:
     print("envgen: the build failed (exit %d): %s" % (rc, first or "no error line"))
+elif failed:
+    print("envgen: tests failed (%s): exit 1" % failed)
+    rc = 1
 sys.exit(rc)
 """
 """Runs the build, then copies this run's reports (Maven: named with its suffix) out of the tree at once,
-whatever the build's exit code; exits with it."""
+whatever the build's exit code; exits with it, or with 1 where Maven, which runs with test failures ignored
+(so that every module's tests run), logged failing tests: the exit status says whether tests failed."""
 
 
 class Maven(Runner):
@@ -313,7 +321,7 @@ class Gradle(Maven):
     """Gradle's ``test`` task, offline (``gradle``, or the project's ``./gradlew`` when ``options["wrapper"]``
     says its distribution is in the image), with the task's classes as ``--tests`` filters and an init script
     that points every project's repositories at the offline one (``options["repo"]``) and runs its test
-    tasks with failures ignored; reports from ``build/test-results``, copied out the moment Gradle exits.
+    tasks (a failing test fails the build, the other tasks run on: ``--continue``); reports from ``build/test-results``, copied out the moment Gradle exits.
     A test Gradle printed as FAILED counts as failed whatever the report says."""
 
     framework = "gradle"
@@ -363,11 +371,13 @@ allprojects {
     afterEvaluate { project ->
         project.repositories.clear()
         project.repositories.maven { url 'REPO' }
-        project.tasks.withType(Test) { ignoreFailures = true; enabled = true; onlyIf { true } }
+        project.tasks.withType(Test) { ignoreFailures = false; enabled = true; onlyIf { true } }
     }
 }
 """
-"""Gradle init script of a run: repositories replaced by the offline one, test tasks enabled and run."""
+"""Gradle init script of a run: repositories replaced by the offline one, test tasks enabled and run, and a
+failing test fails its task (``--continue`` runs the other projects' tests all the same), so Gradle's exit
+status says whether tests failed."""
 
 
 def wrap(tree: str, report_dir: str, kind: str, suffix: str, cmd: list[str]) -> list[str]:
@@ -375,3 +385,251 @@ def wrap(tree: str, report_dir: str, kind: str, suffix: str, cmd: list[str]) -> 
     return [sys.executable, "-I", "-S", "-c", RUN_AND_COLLECT, tree, report_dir, kind, suffix, "--", *cmd]
 
 
+
+
+# ---------------------------------------------------------------- test declarations (twin checks)
+
+
+TEST_ANNOTATIONS = frozenset({"Test", "ParameterizedTest", "RepeatedTest", "TestFactory", "TestTemplate", "Theory",
+                              "Property", "Example", "CartesianTest", "RetryingTest"})
+"""Annotations that make a method a test: JUnit 4 and 5 (``@Test``, ``@ParameterizedTest``, ...), TestNG
+(``@Test``), junit-quickcheck/jqwik (``@Property``, ``@Example``), junit-pioneer."""
+LIFECYCLE = frozenset({"Before", "BeforeEach", "BeforeClass", "BeforeAll", "BeforeMethod", "BeforeTest", "After",
+                       "AfterEach", "AfterClass", "AfterAll", "AfterMethod", "AfterTest"})
+"""Annotations of set-up and tear-down methods: a change there changes every test of their class."""
+TYPE_WORDS = frozenset({"class", "interface", "enum", "record"})
+NOT_TYPES = frozenset({"return", "new", "throw", "else", "case", "package", "import", "yield", "assert", "goto"})
+MEMBER = re.compile(
+    r"^\s*(?:@[\w.]+(?:\([^)]*\))?\s+)*(?:(?:public|protected|private|static|final|abstract|synchronized|default|"
+    r"transient|volatile|native|strictfp)\s+)*(?:<[^>]*>\s+)?([\w$.]+)(?:<.*>)?(?:\[\])*\s+([A-Za-z_$][\w$]*)\s*"
+    r"(?:=(?!=)|;|\(|,)")
+"""A field or method declaration outside the tests: its type word and its name."""
+
+
+CSV_TABLE = re.compile(r"@(?:[\w.]+\.)?CsvSource\s*\(")
+CSV_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
+
+
+class JavaDialect(Dialect):
+    """JUnit 4/5 and TestNG test methods: a method annotated ``@Test`` (``@ParameterizedTest``, ...), from its
+    first annotation (and the javadoc or comments right above) to the closing brace of its body; JUnit 3
+    ``public void testX()`` methods of a ``TestCase``; and public methods of a class TestNG's class-level
+    ``@Test`` annotates. Declaration names are ``Outer$Inner.method`` (the report's class, without its
+    package, and the method); ids ``com.acme.FooTest$Inner.method[1]`` (parameters dropped) map to the run
+    file of ``com.acme.FooTest``."""
+
+    line_comments = ("//",)
+    block_comments = (("/*", "*/"),)
+    quotes = ('"', "'")
+    true_false = ("true", "false")
+
+    def tokens(self, text: str, start: int = 0, end: int | None = None) -> list[tuple[str, int, int]]:
+        """``scan``'s tokens, with no string that has escapes (a bumped ``'\\n'`` does not compile) and no
+        number of ten digits or more (one more could overflow an ``int``); the numbers of a ``@CsvSource``
+        table's rows are numbers (its rows are strings)."""
+        out = []
+        tables = [(m.end() - 1, match_close(text, m.end() - 1, self) or m.end())
+                  for m in CSV_TABLE.finditer(text, 0, len(text) if end is None else end)]
+        for kind, s, e in scan(text, start, len(text) if end is None else end, self):
+            if kind == "string" and ("\\" in text[s:e] or text[s:e].startswith('"""') or text[e - 1] != text[s]):
+                kind = "other"  # escapes, text blocks, unterminated: no twin edits them
+            elif kind == "number" and len(text[s:e]) >= 10:
+                kind = "other"
+            elif kind == "string" and any(a < s < b for a, b in tables):
+                out += [("number", s + 1 + m.start(), s + 1 + m.end()) for m in CSV_NUMBER.finditer(text[s + 1:e - 1])
+                        if len(m.group()) < 10]
+                continue
+            out.append((kind, s, e))
+        return out
+
+    def declarations(self, text: str) -> list[Decl]:
+        return [d for d, _ in self._members(text) if d is not None]
+
+    def _members(self, text: str) -> list[tuple[Decl | None, dict]]:
+        """(test declaration or None, info) of every method and class member with a body: info has
+        ``chain`` (the enclosing classes), ``name``, ``annotations``, ``start``, ``end``, ``kind`` (method,
+        class, other)."""
+        toks = [t for t in scan(text, 0, len(text), self) if t[0] != "comment" and not text[t[1]].isspace()]
+        out: list = []
+
+        def body(i: int, chain: tuple, testng_all: bool, junit3: bool) -> int:
+            """Members of a class body starting after its ``{`` at token ``i``; the index past its ``}``."""
+            head = i
+            paren = 0
+            while i < len(toks):
+                kind, s, e = toks[i]
+                ch = text[s] if kind == "other" else " "
+                if ch in "([":
+                    paren += 1
+                elif ch in ")]":
+                    paren -= 1
+                elif paren == 0 and ch == ";":
+                    if head < i:  # a field (or an abstract method): what it names
+                        words = [text[a:b] for k, a, b in toks[head:i] if k == "word"]
+                        eq = next((k for k in range(head, i) if text[toks[k][1]] == "=" and toks[k][0] == "other"), i)
+                        name = next((text[a:b] for k, a, b in reversed(toks[head:eq]) if k == "word"), "")
+                        if words:
+                            out.append((None, {"chain": chain, "annotations": [], "start": toks[head][1], "end": e,
+                                               "header": text[toks[head][1]:e], "kind": "field", "name": name,
+                                               "name_end": 0}))
+                    head = i + 1
+                elif paren == 0 and ch == "}":
+                    return i + 1
+                elif paren == 0 and ch == "{":
+                    close = match_close(text, s, self)
+                    if close is None:
+                        return len(toks)
+                    j = i + 1
+                    while j < len(toks) and toks[j][1] < close:
+                        j += 1
+                    info = self._member(text, toks, head, i, chain, close)
+                    if info["kind"] == "class":
+                        body(i + 1, (*chain, info["name"]), "Test" in info["annotations"],
+                             bool(re.search(r"\bextends\s+(?:[\w.]+\.)?TestCase\b", info["header"])))
+                    out.append((self._decl(text, info, testng_all, junit3), info))
+                    i = j
+                    head = i
+                    paren = 0
+                    continue
+                i += 1
+            return i
+
+        body(0, (), False, False)
+        return out
+
+    def _member(self, text: str, toks: list, head: int, brace: int, chain: tuple, close: int) -> dict:
+        """What the tokens ``head..brace`` (up to a ``{`` whose body closes at ``close``) declare."""
+        words, annotations = [], []
+        paren = 0
+        name_tok = None
+        assigns = False
+        field = ""
+        for k in range(head, brace):
+            kind, s, e = toks[k]
+            t = text[s:e]
+            if kind == "other" and t in "([":
+                if t == "(" and paren == 0 and name_tok is None and k > head and toks[k - 1][0] == "word" \
+                        and not (k - 2 >= head and text[toks[k - 2][1]:toks[k - 2][2]] == "@") \
+                        and not (k - 2 >= head and text[toks[k - 2][1]:toks[k - 2][2]] == "." and
+                                 self._annotated_dot(text, toks, head, k - 2)):
+                    name_tok = toks[k - 1]
+                paren += 1
+            elif kind == "other" and t in ")]":
+                paren -= 1
+            elif paren == 0 and t == "=":
+                if not assigns and words:
+                    field = words[-1][0]
+                assigns = True  # a field's initializer (an array, a lambda, an anonymous class)
+            elif paren == 0 and kind == "word":
+                if k > head and text[toks[k - 1][1]:toks[k - 1][2]] == "@" and t != "interface":
+                    annotations.append(t)
+                elif k > head and text[toks[k - 1][1]:toks[k - 1][2]] == "." and annotations and \
+                        self._annotated_dot(text, toks, head, k - 1):
+                    annotations[-1] = t  # @org.junit.Test: the last part names it
+                else:
+                    words.append((t, s, e, k))
+        start = toks[head][1] if head < brace else toks[brace][1]
+        header = text[start:toks[brace][1]]
+        kw = next((w for w in words if w[0] in TYPE_WORDS and not (w[3] > head and
+                                                                    text[toks[w[3] - 1][1]] == ".")), None)
+        info = {"chain": chain, "annotations": annotations, "start": start, "end": close, "header": header,
+                "kind": "other", "name": "", "name_end": 0, "brace": toks[brace][1]}
+        if kw is not None:
+            nxt = next((w for w in words if w[3] > kw[3]), None)
+            if nxt is not None:
+                info.update(kind="class", name=nxt[0], name_end=nxt[2])
+            return info
+        if assigns:
+            info["name"] = field
+        elif name_tok is not None:
+            name = text[name_tok[1]:name_tok[2]]
+            if name not in NOT_TYPES and name not in ("if", "for", "while", "switch", "catch", "synchronized",
+                                                     "try", "do", "else"):
+                info.update(kind="method", name=name, name_end=name_tok[2],
+                            params=text[name_tok[2]:toks[brace][1]])
+        return info
+
+    @staticmethod
+    def _annotated_dot(text: str, toks: list, head: int, dot: int) -> bool:
+        """Whether the ``.`` at token ``dot`` is inside a qualified annotation name (``@org.junit.Test``)."""
+        k = dot
+        while k - 1 >= head and toks[k - 1][0] == "word" and k - 2 >= head:
+            p = text[toks[k - 2][1]:toks[k - 2][2]]
+            if p == "@":
+                return True
+            if p != ".":
+                return False
+            k -= 2
+        return False
+
+    def _decl(self, text: str, info: dict, testng_all: bool, junit3: bool) -> Decl | None:
+        if info["kind"] != "method" or not info["chain"]:
+            return None
+        ann = set(info["annotations"])
+        header = info["header"]
+        is_test = bool(ann & TEST_ANNOTATIONS)
+        if not is_test and not ann & LIFECYCLE and "static" not in header.split():
+            public = re.search(r"\bpublic\b", header) is not None
+            plain = re.search(r"\bvoid\s+" + re.escape(info["name"]) + r"\s*\(\s*\)", header) is not None
+            is_test = (testng_all and public and "DataProvider" not in ann and "Factory" not in ann
+                       and "void" in header.split()) or (junit3 and public and plain
+                                                          and info["name"].startswith("test"))
+        if not is_test:
+            return None
+        start = leading_block(text, line_start(text, info["start"]), ("/**", "/*", "*", "//"))
+        return Decl("$".join(info["chain"]) + "." + info["name"], start, info["end"], info["name_end"])
+
+    def target(self, test_id: str, files: list[str], tree: str = "") -> tuple[str, str] | None:
+        head = re.split(r"[\[({]", test_id, maxsplit=1)[0].strip()
+        cls, _, method = head.rpartition(".")
+        if not cls or not re.fullmatch(r"[A-Za-z_$][\w$]*", method):
+            return None
+        path = file_of(test_id, files)
+        if not path:
+            return None
+        return path, cls.rsplit(".", 1)[-1] + "." + method
+
+    def defined(self, line: str) -> list[str]:
+        m = MEMBER.match(line)
+        return [m.group(2)] if m is not None and m.group(1) not in NOT_TYPES else super().defined(line)
+
+    def changed(self, text: str, added: list, removed: list) -> list[str]:
+        """The tests a test patch adds or changes (see ``Dialect.changed``), member by member: a changed line
+        in a test is that test's; one in a helper method, a data provider or a field changes the tests that
+        name it (in their annotations too: ``@MethodSource("cases")``), directly or through other helpers;
+        one in a set-up or tear-down method or an initializer block every test of its class; an import, a
+        ``main`` or a helper no test uses changes none."""
+        def code(t: str) -> bool:
+            t = t.strip()
+            return bool(t) and not t.startswith((*self.line_comments, "/*", "*", "*/"))
+
+        members = self._members(text)
+        rows = [(d, info, text.count("\n", 0, info["start"]) + 1, text.count("\n", 0, info["end"]) + 1)
+                for d, info in members if info["kind"] != "class"]
+        tests = [(d, info) for d, info in members if d is not None]
+        at = [no for no, t in added if code(t)] + [no for no, ts in removed if any(code(t) for t in ts)]
+        names: set = set()
+        helpers: set = set()
+        for no in at:
+            inside = [(d, info) for d, info, a, b in rows if a <= no <= b]
+            for d, info in inside:
+                if d is not None:
+                    names.add(d.name)
+                elif set(info["annotations"]) & LIFECYCLE or (info["kind"] == "other" and not info["name"]):
+                    names.update(t.name for t, ti in tests if ti["chain"][:len(info["chain"])] == info["chain"])
+                elif info["name"]:
+                    helpers.add(info["name"])
+        bodies = [(info["name"], info["start"], info["end"]) for d, info in members
+                  if d is None and info["kind"] in ("method", "field", "other") and info["name"]]
+        while helpers:
+            words = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(helpers))) + r")\b")
+            names.update(d.name for d, _ in tests if words.search(text, d.start, d.end))
+            more = {n for n, a, b in bodies if n not in helpers and words.search(text, a, b)}
+            if not more:
+                break
+            helpers |= more
+        return sorted(names)
+
+
+JAVA = JavaDialect()
+Maven.dialect = JAVA
