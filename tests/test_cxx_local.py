@@ -42,6 +42,7 @@ def test_the_c_fix_becomes_a_validated_pack(built):
     assert args["FAIL_TO_PASS"] == ["vec_pop_empty"]
     assert args["PASS_TO_PASS"] == ["vec_get", "vec_grow", "vec_push"]
     val = task.meta["validation"]
+    assert args["twins"] == "twins.json" and val["twin_checks"] == 2  # vec_pop_empty's twin programs both fail
     assert [(r["mode"], r["source"], r["canary"]) for r in val["runs"]] == \
         [("base", "ctest-junit", "failed")] * 3 + [("gold", "ctest-junit", "failed")] * 3
     gate = report.details["tasks"][task.id]["gate"]
@@ -64,6 +65,7 @@ def test_gold_scores_one_and_empty_zero_in_a_local_episode(built):
         assert verdict.reward == 1.0, verdict.details
         assert verdict.details["FAIL_TO_PASS"] == "1/1" and verdict.details["PASS_TO_PASS"] == "3/3"
         assert verdict.details["report"] == "ctest-junit" and verdict.details["canary"] == "failed"
+        assert verdict.details["twins"] == "2/2 failed as they must"
 
 
 @pytest.mark.skipif(not shutil.which("autoreconf"), reason="needs autoconf, automake (.ci/setup-toolchains.sh)")
@@ -76,6 +78,7 @@ def test_an_automake_project_is_validated_from_its_trs_files_and_gated(tmp_path)
     args = task.verifier.args
     assert (args["framework"], args["files"]) == ("make-check", ["tests/test_clamp.c"])
     assert (args["FAIL_TO_PASS"], args["PASS_TO_PASS"]) == (["tests/test_clamp"], ["tests/test_sum"])
-    assert {(r["source"], r.get("canary")) for r in task.meta["validation"]["runs"]} == {("automake-trs", None)}
+    assert {(r["source"], r.get("canary")) for r in task.meta["validation"]["runs"]} == {("automake-trs", "failed")}
+    assert args["twins"] == "twins.json" and task.meta["validation"]["twin_checks"] >= 1  # twin test programs
     gate = report.details["tasks"][task.id]["gate"]
     assert gate["reference"] == 1.0 and gate["empty"] == 0.0 and gate["mutated"] == 0.0 and gate["noop"] == 0.0

@@ -15,7 +15,10 @@ kit writes and passes as ``CMAKE_PROJECT_INCLUDE`` (run after the top-level ``pr
 make-check: ``autoreconf -fi`` when the tree has ``configure.ac`` but no ``configure``, ``./configure``,
 ``make -k``, ``make -k check``; outcomes from the Automake harness's ``.trs`` files (id: the test's
 path as the harness names its log, without ``.trs``; TAP results ``tests/x.t 2 - description``), else
-its console lines (``PASS: tests/x``). No canary: the harness's test list cannot be extended from outside.
+its console lines (``PASS: tests/x``). The canary is a program that always fails (``envgen_canary_<token>.c``)
+registered in the Makefile.am that lists the tests, the way they are (``check_PROGRAMS``, ``TESTS``); a
+Makefile.am edited after checkout (the canary, twin checks) makes the run regenerate the build
+(``autoreconf -fi``) even when ``configure`` is committed.
 
 options: ``configure_args`` (list of extra arguments to ``cmake`` or ``./configure``), ``build_type``
 (CMake, default Debug), ``jobs`` (build parallelism, default the CPUs available, at most 8).
@@ -29,6 +32,7 @@ import xml.etree.ElementTree as ET
 
 from .base import ERROR, FAILED, FAILING, PASSED, SKIPPED, XFAIL, Runner, junit_cases, merge, read_reports, \
     read_text, short, under
+from .cxx_dialect import AUTOMAKE, CTEST, am_vars
 
 TEST_DIRS = ("test", "tests", "testing", "unittest", "unittests", "unit_tests", "gtest", "t")
 """Directory names whose files belong to the tests (sources, data, their build files)."""
@@ -234,6 +238,8 @@ class CTest(Runner):
     framework = "ctest"
     language = "cpp"
     config_names = CMAKE_NAMES
+    dialect = CTEST
+    """GoogleTest declarations, plain CTest tests as whole programs (``cxx_dialect``): the twin checks."""
 
     def infrastructure(self, path: str, options: dict) -> bool:
         name = path.rsplit("/", 1)[-1]
@@ -340,10 +346,62 @@ done
 exit $rc"""
 
 
+CANARY_SOURCE = "/* written by envgen's verifier for one test run: a test program that always fails */\n" \
+    "int main(void) {{ return {rc}; }}\n"
+
+
+def am_canary_makefile(text: str, name: str, source: str) -> str:
+    """A Makefile.am with the canary program registered as its tests are: in ``check_PROGRAMS`` and, unless
+    ``TESTS`` is made from ``check_PROGRAMS``, in ``TESTS``; linked with nothing of the project."""
+    defined = {v: val for v, val, _s, _e in am_vars(text)}
+    lines = [f"check_PROGRAMS {'+=' if 'check_PROGRAMS' in defined else '='} {name}",
+             f"{canonical_name(name)}_SOURCES = {source}", f"{canonical_name(name)}_LDADD ="]
+    if "$(check_PROGRAMS)" not in (defined.get("TESTS") or "") and "${check_PROGRAMS}" not in (defined.get("TESTS") or ""):
+        lines.append(f"TESTS += {name}")
+    return text + ("" if text.endswith("\n") or not text else "\n") + "\n".join(lines) + "\n"
+
+
+def canonical_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_@]", "_", name)
+
+
+def _tests_makefile(tree: str) -> str | None:
+    """The Makefile.am whose ``TESTS`` the canary joins: the top-level one if it has TESTS, else the first."""
+    found = []
+    for root, dirs, names in os.walk(tree):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if "Makefile.am" in names:
+            rel = os.path.relpath(os.path.join(root, "Makefile.am"), tree).replace(os.sep, "/")
+            text = read_text(os.path.join(root, "Makefile.am")) or ""
+            if any(v == "TESTS" for v, _val, _s, _e in am_vars(text)):
+                found.append(rel)
+    found.sort(key=lambda p: (p.count("/"), p))
+    return found[0] if found else None
+
+
 class MakeCheck(Runner):
     framework = "make-check"
     language = "c"
     config_names = MAKE_NAMES
+    dialect = AUTOMAKE
+    """Test programs as whole programs (``cxx_dialect``): the twin checks."""
+
+    def canary(self, tree: str, files: list[str], tok: str, options: dict):
+        """A program that always fails, beside the Makefile.am that lists the tests and registered there (that
+        file is edited in place: every run starts from a tree staged anew)."""
+        mk = _tests_makefile(tree)
+        if mk is None:
+            return None
+        ac = (read_text(os.path.join(tree, "configure.ac")) or read_text(os.path.join(tree, "configure.in")) or "")
+        ext = ".c" if re.search(r"\bAC_PROG_CC\b|\bAM_PROG_CC_C_O\b", ac) or not re.search(r"AC_PROG_CXX", ac) else ".cpp"
+        d = os.path.dirname(mk)
+        name = f"{CANARY_PREFIX}{tok}"
+        full = os.path.join(tree, mk)
+        with open(full, encoding="utf-8") as f:
+            text = f.read()
+        with open(full, "w", encoding="utf-8") as f:
+            f.write(am_canary_makefile(text, name, name + ext))
+        return "/".join(p for p in (d, name + ext) if p), CANARY_SOURCE.format(rc=1)
 
     def infrastructure(self, path: str, options: dict) -> bool:
         name = path.rsplit("/", 1)[-1]
@@ -356,6 +414,8 @@ class MakeCheck(Runner):
         has = lambda p: os.path.isfile(os.path.join(tree, p))  # noqa: E731
         if (has("configure.ac") or has("configure.in")) and not has("configure"):
             cmds.append(["autoreconf", "-fi"])
+        elif has("configure.ac") or has("configure.in"):  # a Makefile.am edited since checkout (the canary, twins)
+            cmds.append(["sh", "-c", 'if find . -name Makefile.am -newer configure | grep -q .; then autoreconf -fi; fi'])
         if has("configure") or has("configure.ac") or has("configure.in"):
             cmds.append(["sh", "./configure", *_extra_args(options)])
         cmds.append(["sh", "-c", 'make -k -j"$1"; echo "envgen: the build exited with $?"', "sh", n])

@@ -1,0 +1,665 @@
+"""How C and C++ tests are declared, for the twin checks (``twins``) of FAIL_TO_PASS tests (stdlib only).
+
+GoogleTest (``GTestDialect``): a test is a ``TEST(Suite, Name) { ... }`` (``TEST_F``, ``TEST_P``,
+``TYPED_TEST``, ``TYPED_TEST_P``) in a C++ source; its twins are copies beside it in the same file, the
+``Name`` argument renamed with a random suffix (``Split.Basic`` runs as ``Split.Basic_k3x9q``; a
+parameterised ``Inst/Suite.Name/0`` as ``Inst/Suite.Name_k3x9q/0``).
+
+Whole programs (a plain CTest test, ``add_test(NAME t COMMAND prog args)``; an Automake test,
+``check_PROGRAMS``/``TESTS``): the test is the program, so its twins are programs too. The program's
+source is copied once per program (``tests/test_x.c`` -> ``tests/test_x_k3x9q.c``, the real one, and one
+copy per twin with one literal changed, those on the lines the test patch added first), the original
+source is removed, and the build files register the copies the way the original was registered: CMake
+(``CTestDialect``) renames the executable target and its source, adds a target per twin with copies of
+the target's commands and a test per twin with the original test's command line; Automake
+(``AutomakeDialect``) puts the copies in the program lists where the program was and gives each its
+copy of the program's variables (``_SOURCES``, ``_LDADD``, ...). The test ids get the program's suffix
+(``vec_pop_empty_k3x9q``, ``tests/test_clamp_k3x9q``), so real and twin differ only by a random token.
+A file the test patch changes that is a whole program (it has ``main``) counts as changed as a whole.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+
+from ..twins import Decl, Dialect, Literal, Twins, changed, in_file_copies, line_end, line_start, literals, \
+    match_close, scan
+
+C_SOURCES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".cp", ".C")
+SKIP_DIRS = frozenset({".git", "build", "_build", "node_modules", "third_party", "3rdparty", "vendor", "external",
+                       "extern", ".envgen"})
+"""Directories whose build files are not searched for a test's registration."""
+GTEST_MACROS = ("TEST", "TEST_F", "TEST_P", "TYPED_TEST", "TYPED_TEST_P", "GTEST_TEST")
+_GTEST_DECL = re.compile(r"^[ \t]*(" + "|".join(GTEST_MACROS) + r")[ \t]*\(\s*(\w+)\s*,\s*(\w+)\s*\)\s*\{", re.M)
+_MAIN = re.compile(r"\bint\s+main\s*\(")
+_PREPROCESSOR = re.compile(r"^[ \t]*#")
+_RETURN_BEFORE = re.compile(r"\breturn\s*-?\s*$")
+_COMPARED = re.compile(r"(?:==|!=|<=|>=|<|>)\s*-?\s*$")
+_ARGS_LINE = re.compile(r"\bargc\b|\bargv\b")
+
+
+def _git_added_lines(tree: str, path: str) -> set:
+    """Line numbers of ``path`` (in the tree) that the tree adds over HEAD: the test patch's lines, in a
+    staged tree (empty when git cannot say)."""
+    cmd = ["git", "-c", "safe.directory=*", "-C", tree, "diff", "--no-color", "--no-ext-diff", "-U0", "HEAD", "--",
+           path]
+    try:
+        out = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+                             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent",
+                                  "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"})
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    lines = set()
+    for m in re.finditer(rb"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", out.stdout, re.M):
+        start, count = int(m.group(1)), int(m.group(2) if m.group(2) is not None else 1)
+        lines.update(range(start, start + count))
+    return lines
+
+
+class CDialect(Dialect):
+    """Lexing shared by C and C++ tests: preprocessor lines, strings ending in an escape and returned
+    numbers give no literal a twin changes (``#include "x.h"`` or ``return 0`` would not test the code)."""
+
+    quotes = ('"', "'")
+    true_false = ("true", "false")
+    assert_words = re.compile(r"\b(?:EXPECT_|ASSERT_|CHECK|REQUIRE|assert|ck_assert|TEST_ASSERT|CU_ASSERT|g_assert)"
+                              r"|==|!=", re.I)
+
+    def tokens(self, text: str, start: int = 0, end: int | None = None) -> list[tuple[str, int, int]]:
+        out = []
+        for kind, s, e in scan(text, start, len(text) if end is None else end, self):
+            ls = line_start(text, s)
+            if kind in ("number", "string", "word") and _PREPROCESSOR.match(text, ls):
+                continue
+            if kind == "string" and e - s >= 3 and text[e - 3] == "\\":
+                continue
+            if kind == "number" and (_RETURN_BEFORE.search(text, ls, s) or _ARGS_LINE.search(
+                    text[ls:line_end(text, s)])):
+                continue
+            out.append((kind, s, e))
+        return out
+
+    def program_literals(self, tree: str, path: str, text: str) -> list[Literal]:
+        """The literals of a whole test program a twin may change: those on lines the test patch added and
+        compared with something first, then the other added ones, then the rest as ``twins.literals``
+        orders them."""
+        lits = literals(text, Decl("main", 0, len(text), 0), self)
+        added = _git_added_lines(tree, path) if tree else set()
+
+        def rank(lit: Literal) -> int:
+            no = text.count("\n", 0, lit.start) + 1
+            compared = bool(_COMPARED.search(text, line_start(text, lit.start), lit.start))
+            return (0 if no in added else 3) + (0 if compared else 1 if lit.on_assert else 2)
+
+        return sorted(lits, key=rank)
+
+    def is_program(self, text: str) -> bool:
+        return bool(_MAIN.search(text))
+
+    def changed(self, text: str, added: list, removed: list):
+        """GoogleTest declarations as ``Dialect.changed``; a whole test program (no GoogleTest test, a
+        ``main``) changed anywhere is changed as a whole ("all")."""
+        if self.declarations(text) or not self.is_program(text):
+            return super().changed(text, added, removed)
+        return "all" if _code_changed(added, removed) else []
+
+
+def _code_changed(added: list, removed: list) -> bool:
+    def code(t: str) -> bool:
+        t = t.strip()
+        return bool(t) and not t.startswith(("//", "/*", "*"))
+
+    return any(code(t) for _no, t in added) or any(code(t) for _no, ts in removed for t in ts)
+
+
+def gtest_name(test_id: str) -> str | None:
+    """``Suite.Name`` of a GoogleTest id: ``Suite.Name``, ``Inst/Suite.Name/0``, ``Suite/0.Name``,
+    ``Inst/Suite/0.Name``; None when the id is not of that shape."""
+    if "." not in test_id:
+        return None
+    suite, name = test_id.split(".", 1)
+    parts = [p for p in suite.split("/") if p and not p.isdigit()]
+    name = name.split("/", 1)[0]
+    if not parts or not re.fullmatch(r"\w+", parts[-1]) or not re.fullmatch(r"\w+", name):
+        return None
+    return f"{parts[-1]}.{name}"
+
+
+class GTestDialect(CDialect):
+    """GoogleTest's ``TEST(Suite, Name) { ... }`` declarations, named ``Suite.Name``."""
+
+    def declarations(self, text: str) -> list[Decl]:
+        out = []
+        for m in _GTEST_DECL.finditer(text):
+            brace = m.end() - 1
+            end = match_close(text, brace, self)
+            if end is None:
+                continue
+            start = line_start(text, m.start(1))
+            prev = start
+            while prev > 0:  # comments right above belong to the test
+                above = line_start(text, prev - 1)
+                s = text[above:prev].strip()
+                if s.startswith(("//", "/*", "*")):
+                    prev = above
+                else:
+                    break
+            out.append(Decl(f"{m.group(2)}.{m.group(3)}", prev, end, m.end(3)))
+        return out
+
+    def target(self, test_id: str, files: list[str], tree: str = "") -> tuple[str, str] | None:
+        name = gtest_name(test_id)
+        if name is None:
+            return None
+        for f in files:
+            if not f.endswith(C_SOURCES):
+                continue
+            try:
+                with open(os.path.join(tree, f), encoding="utf-8") as fh:
+                    text = fh.read()
+            except (OSError, UnicodeDecodeError):
+                continue
+            if any(d.name == name for d in self.declarations(text)):
+                return f, name
+        return None
+
+
+# ---------------------------------------------------------------- CMake
+
+
+class _CMakeLex(Dialect):
+    line_comments = ("#",)
+    block_comments = ()
+    quotes = ('"',)
+
+
+CMAKE = _CMakeLex()
+_CMD = re.compile(r"^[ \t]*([A-Za-z_]\w*)[ \t]*\(", re.M)
+
+
+@dataclass
+class Command:
+    name: str
+    """Lower-cased."""
+    start: int
+    end: int
+    """Just past its closing parenthesis."""
+    args: list
+    """[(word, start, end)]: unquoted words as written, quoted ones without their quotes."""
+
+
+def cmake_commands(text: str) -> list[Command]:
+    """Every command invocation of a CMake file, in order (those inside comments or strings skipped)."""
+    out = []
+    spans = [(s, e) for k, s, e in scan(text, 0, len(text), CMAKE) if k in ("comment", "string")]
+    pos = 0
+    for m in _CMD.finditer(text):
+        if m.start() < pos or any(s <= m.start(1) < e for s, e in spans):
+            continue
+        open_at = m.end() - 1
+        close = match_close(text, open_at, CMAKE)
+        if close is None:
+            continue
+        args = []
+        for k, s, e in scan(text, open_at + 1, close - 1, CMAKE):
+            if k == "comment":
+                continue
+            if k == "string":
+                args.append((text[s + 1:e - 1], s, e))
+            elif text[s].isspace() or text[s] in "()":
+                continue
+            elif args and args[-1][2] == s and not text[s - 1].isspace() and text[args[-1][1]] != '"':
+                args[-1] = (text[args[-1][1]:e], args[-1][1], e)
+            else:
+                args.append((text[s:e], s, e))
+        out.append(Command(m.group(1).lower(), line_start(text, m.start(1)), close, args))
+        pos = close
+    return out
+
+
+def _walk(tree: str, names: tuple) -> list[str]:
+    found = []
+    for root, dirs, files in os.walk(tree):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+        found += [os.path.relpath(os.path.join(root, n), tree).replace(os.sep, "/") for n in sorted(files)
+                  if n in names]
+    return found
+
+
+_CMAKE_FILES: dict = {}
+
+
+def _cmake_files(tree: str) -> list[str]:
+    """The tree's CMakeLists.txt files (walked once per tree)."""
+    if tree not in _CMAKE_FILES:
+        _CMAKE_FILES.clear()
+        _CMAKE_FILES[tree] = _walk(tree, ("CMakeLists.txt",))
+    return _CMAKE_FILES[tree]
+
+
+_REGISTRATIONS: dict = {}
+
+
+def _cached_registrations(tree: str, files: list[str]) -> dict:
+    """``ctest_registrations`` of an unchanged tree, remembered (ids are mapped one at a time)."""
+    sig = []
+    for p in _cmake_files(tree):
+        try:
+            st = os.stat(os.path.join(tree, p))
+        except OSError:
+            continue
+        sig.append((p, st.st_mtime_ns, st.st_size))
+    key = (tree, tuple(files), tuple(sig))
+    if key not in _REGISTRATIONS:
+        _REGISTRATIONS.clear()
+        _REGISTRATIONS[key] = ctest_registrations(tree, files)
+    return _REGISTRATIONS[key]
+
+
+def _read(tree: str, path: str, state: Twins | None = None) -> str | None:
+    if state is not None and path in state.out["files"]:
+        return state.out["files"][path]
+    try:
+        with open(os.path.join(tree, path), encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _join(d: str, rel: str) -> str:
+    return os.path.normpath(os.path.join(d, rel)).replace(os.sep, "/") if d else os.path.normpath(rel)
+
+
+_TARGET_WORD = r"(?<![\w.+-]){}(?![\w.+-])"
+
+
+def _prog_of(word: str) -> str:
+    """The target a test command runs: ``prog``, ``$<TARGET_FILE:prog>``, ``${CMAKE_CURRENT_BINARY_DIR}/prog``."""
+    m = re.fullmatch(r"\$<TARGET_FILE:([\w.+-]+)>", word)
+    if m:
+        return m.group(1)
+    return word.rsplit("/", 1)[-1]
+
+
+@dataclass
+class Registration:
+    """Where a CTest test is registered and the program it runs."""
+
+    test: str
+    cml: str
+    """The CMakeLists.txt with its add_test."""
+    add_test: Command
+    foreach: Command | None
+    endforeach: Command | None
+    item: str
+    var: str
+    prog: str
+    exe_cml: str
+    exe: Command
+    source: str
+    """The program's test source (tree-relative)."""
+    source_word: str = ""
+    extra: list = field(default_factory=list)
+
+
+def _substitute(text: str, var: str, item: str) -> str:
+    return text.replace("${" + var + "}", item) if var else text
+
+
+def ctest_registrations(tree: str, files: list[str] = (), state: Twins | None = None) -> dict[str, Registration]:
+    """{CTest test name: Registration} of the plain tests that run one program built from a C/C++ source
+    of the tree: ``add_test(NAME n COMMAND prog ...)``, ``add_test(n prog ...)``, also inside
+    ``foreach(v a b c)`` with ``${v}`` in the name."""
+    cmls = {p: _read(tree, p, state) or "" for p in _cmake_files(tree)}
+    parsed = {p: cmake_commands(t) for p, t in cmls.items()}
+    exes: dict[str, tuple[str, Command]] = {}
+    for p, cmds in parsed.items():
+        for c in cmds:
+            if c.name == "add_executable" and c.args and c.args[0][0] not in exes:
+                exes[c.args[0][0]] = (p, c)
+    out: dict[str, Registration] = {}
+    for p, cmds in parsed.items():
+        loops: list = []
+        for c in cmds:
+            if c.name == "foreach":
+                words = [w for w, _s, _e in c.args]
+                items = words[1:]
+                if items[:1] == ["IN"] and len(items) > 1 and items[1] == "ITEMS":
+                    items = items[2:]
+                elif items[:1] in (["IN"], ["RANGE"]) or any("${" in w for w in items):
+                    items = None  # a computed list: its tests are not written out here
+                loops.append([c, words[0] if words else "", items, None])
+                continue
+            if c.name == "endforeach":
+                if loops:
+                    loops.pop()
+                continue
+            if c.name != "add_test" or len(c.args) < 2:
+                continue
+            words = [w for w, _s, _e in c.args]
+            if words[0] == "NAME" and "COMMAND" in words:
+                name, i = words[1], words.index("COMMAND")
+                prog_word = words[i + 1] if i + 1 < len(words) else ""
+            else:
+                name, prog_word = words[0], words[1]
+            cands = [(name, "", "", None)]
+            if loops and "${" in name:
+                loop = loops[-1]
+                if loop[2] is None:
+                    continue
+                cands = [(_substitute(name, loop[1], it), it, loop[1], loop[0]) for it in loop[2]]
+            for test, item, var, fe in cands:
+                if "${" in test:
+                    continue
+                prog = _prog_of(_substitute(prog_word, var, item))
+                if prog not in exes:
+                    continue
+                exe_cml, exe = exes[prog]
+                d = os.path.dirname(exe_cml)
+                srcs = [(w, _join(d, re.sub(r"^\$\{CMAKE_CURRENT_SOURCE_DIR\}/", "", w))) for w, _s, _e in exe.args[1:]
+                        if w.endswith(C_SOURCES)]
+                if not srcs:
+                    continue
+                source = next((s for s in srcs if s[1] in files), None) or next(
+                    (s for s in srcs if _MAIN.search(_read(tree, s[1]) or "")), None) or srcs[0]
+                out.setdefault(test, Registration(test, p, c, fe, None, item, var, prog, exe_cml, exe, source[1],
+                                                  source[0]))
+    for reg in out.values():
+        if reg.foreach is not None:
+            depth = 0
+            for c in parsed[reg.cml]:
+                if c.start < reg.foreach.start:
+                    continue
+                if c.name == "foreach":
+                    depth += 1
+                elif c.name == "endforeach":
+                    depth -= 1
+                    if depth == 0:
+                        reg.endforeach = c
+                        break
+    return out
+
+
+class CTestDialect(GTestDialect):
+    """GoogleTest cases in-file; plain CTest tests as whole programs (see the module's docstring)."""
+
+    def target(self, test_id: str, files: list[str], tree: str = "") -> tuple[str, str] | None:
+        found = super().target(test_id, files, tree)
+        if found is not None:
+            return found
+        reg = _cached_registrations(tree, list(files)).get(test_id) if tree else None
+        if reg is None:
+            return None
+        return reg.source, test_id
+
+    def copies(self, tree: str, path: str, text: str, names: list[str], state: Twins) -> None:
+        if self.declarations(text) or not self.is_program(text):
+            in_file_copies(self, path, text, names, state)
+            return
+        found = ctest_registrations(tree, [path], state)
+        regs = [found[n] for n in names if n in found and found[n].source == path]
+        regs = [r for r in regs if r.prog == regs[0].prog and r.exe_cml == regs[0].exe_cml] if regs else []
+        lits = self.program_literals(tree, path, text)[:state.per_test]
+        if not regs or not lits or state.budget <= 0:
+            return
+        regs = regs[:state.budget]
+        prog, exe_cml = regs[0].prog, regs[0].exe_cml
+        prog_re = re.compile(_TARGET_WORD.format(re.escape(prog)))
+        src_re = re.compile(_TARGET_WORD.format(re.escape(os.path.basename(path))))
+        exe_text = _read(tree, exe_cml, state) or ""
+        own = [c for c in cmake_commands(exe_text) if c.args and c.args[0][0] == prog and c.name != "add_test"
+               and not c.name.startswith("gtest_")]
+        if not own or own[0].name != "add_executable":
+            return
+        if any(r.foreach is not None and r.endforeach is None for r in regs):
+            return
+        real = state.suffix(self)
+        twins = [state.suffix(self) for _ in lits]
+        stem, ext = os.path.splitext(path)
+        progs = [prog + s for s in [real, *twins]]
+        sources = [stem + s + ext for s in [real, *twins]]
+        bases = [os.path.basename(s) for s in sources]
+        files: dict = {path: None}
+        for src, t in zip(sources, [text] + [_changed_text(text, lit, self) for lit in lits]):
+            files[src] = t
+        texts = {cml: _read(tree, cml, state) or "" for cml in {exe_cml, *(r.cml for r in regs)}}
+        edits: dict = {cml: {} for cml in texts}
+        # every command that names the target (add_test's COMMAND, dependencies) runs the real program
+        for cml, t in texts.items():
+            for c in cmake_commands(t):
+                if cml == exe_cml and any(c.start == o.start for o in own):
+                    continue
+                if c.args and prog_re.search(t, c.args[0][1], c.end):
+                    edits[cml][(c.start, c.end)] = _rename(t[c.start:c.end], prog_re, progs[0], None, "")
+        # the target's commands, once per program (the real one among the twins, in a random order)
+        order = list(range(len(progs)))
+        state.rng.shuffle(order)
+        last = max(c.end for c in own)
+        for c in own:
+            cut = c.end + 1 if exe_text[c.end:c.end + 1] == "\n" and c.end != last else c.end
+            edits[exe_cml][(c.start, cut)] = ""
+        edits[exe_cml][(last, last)] = "\n".join(_rename(exe_text[c.start:c.end], prog_re, progs[i], src_re, bases[i])
+                                                 for i in order for c in own)
+        # each test renamed, and one test per twin running the twin's program
+        loops: dict = {}
+        for reg in regs:
+            t = texts[reg.cml]
+            name_re = re.compile(_TARGET_WORD.format(re.escape(reg.test)))
+            body = _substitute(t[reg.add_test.start:reg.add_test.end], reg.var, reg.item)
+            sfx = [real, *twins]
+            tests = [_rename(name_re.sub(reg.test + sfx[i], body, count=1), prog_re, progs[i], None, "") for i in order]
+            if reg.foreach is None:
+                edits[reg.cml][(reg.add_test.start, reg.add_test.end)] = "\n".join(tests)
+            else:
+                loop = loops.setdefault((reg.cml, reg.foreach.start), {"reg": reg, "drop": set(), "tests": []})
+                loop["drop"].add(reg.item)
+                loop["tests"] += [x.lstrip() for x in tests]
+            everyone = " ".join(reg.test + sfx[i] for i in order)
+            for c in cmake_commands(t):
+                if c.name in ("set_tests_properties", "set_property") and any(w == reg.test for w, _s, _e in c.args):
+                    key = (c.start, c.end)
+                    edits[reg.cml][key] = name_re.sub(everyone, edits[reg.cml].get(key, t[c.start:c.end]))
+        for (cml, _start), loop in loops.items():
+            fe, end, t = loop["reg"].foreach, loop["reg"].endforeach, texts[cml]
+            keep = [w for w, _s, _e in fe.args[1:] if w not in loop["drop"]]
+            head = t[fe.start:fe.end]
+            edits[cml][(fe.start, fe.end)] = head[:head.index("(") + 1] + " ".join([fe.args[0][0], *keep]) + ")"
+            edits[cml][(end.end, end.end)] = "\n" + "\n".join(loop["tests"])
+        for cml, es in edits.items():
+            t = texts[cml]
+            for (s, e), new in sorted(es.items(), reverse=True):
+                t = t[:s] + new + t[e:]
+            files[cml] = t
+        state.out["files"].update(files)
+        for reg in regs:
+            state.record(path, reg.test, real, twins)
+
+
+def _rename(body: str, prog_re: re.Pattern, prog: str, src_re: re.Pattern | None, src: str) -> str:
+    """A CMake command with its target (in its arguments, not its name) and its source renamed."""
+    i = body.index("(") + 1
+    args = prog_re.sub(prog, body[i:])
+    if src_re is not None:
+        args = src_re.sub(src, args)
+    return body[:i] + args
+
+
+def _changed_text(text: str, lit: Literal, d: Dialect) -> str:
+    return text[:lit.start] + changed(lit, d) + text[lit.end:]
+
+
+# ---------------------------------------------------------------- Automake
+
+
+_AM_ASSIGN = re.compile(r"^([A-Za-z_@][\w@]*)\s*(\+?=|:=)(.*)$", re.S)
+
+
+def am_lines(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, logical line) of a Makefile.am: backslash-continued lines joined (end: past the last
+    physical line's newline, or the text's end)."""
+    out = []
+    i = 0
+    while i < len(text):
+        j = i
+        while True:
+            k = text.find("\n", j)
+            if k < 0:
+                k = len(text)
+                break
+            if text[j:k].endswith("\\"):
+                j = k + 1
+                continue
+            break
+        raw = text[i:k]
+        out.append((i, min(k + 1, len(text)), re.sub(r"\\\n", " ", raw)))
+        i = k + 1
+    return out
+
+
+def am_vars(text: str) -> list[tuple[str, str, int, int]]:
+    """(variable, value, start, end) of every assignment line of a Makefile.am (comments and rules left out)."""
+    out = []
+    for s, e, line in am_lines(text):
+        if line.startswith(("\t", "#")):
+            continue
+        m = _AM_ASSIGN.match(line.strip())
+        if m:
+            out.append((m.group(1), m.group(3).split("#", 1)[0], s, e))
+    return out
+
+
+def canonical(name: str) -> str:
+    """Automake's canonical form of a program name (``tests/test-x`` -> ``tests_test_x``)."""
+    return re.sub(r"[^A-Za-z0-9_@]", "_", name)
+
+
+def _program_word(prog: str) -> re.Pattern:
+    return re.compile(r"(?<![\w./-])" + re.escape(prog) + r"(\$\(EXEEXT\))?(?![\w./-])")
+
+
+@dataclass
+class AmProgram:
+    makefile: str
+    prog: str
+    """As the Makefile.am names it (relative to its directory)."""
+    source: str
+    """Tree-relative path of its test source."""
+    source_word: str
+    """As its ``_SOURCES`` names it ("" when it has none: the default ``prog.c``)."""
+
+
+def am_program(tree: str, test_id: str, files: list[str] = ()) -> AmProgram | None:
+    """The program an Automake test id (``tests/test_x``) runs, as a ``*_PROGRAMS`` entry of a Makefile.am."""
+    for mk in _walk(tree, ("Makefile.am",)):
+        d = os.path.dirname(mk)
+        if d and not test_id.startswith(d + "/"):
+            continue
+        prog = test_id[len(d) + 1:] if d else test_id
+        text = _read(tree, mk) or ""
+        vs = am_vars(text)
+        word = _program_word(prog)
+        if not any(v.endswith("_PROGRAMS") and word.search(val) for v, val, _s, _e in vs):
+            continue
+        canon = canonical(prog)
+        srcs = [w for v, val, _s, _e in vs if v in (canon + "_SOURCES", "nodist_" + canon + "_SOURCES")
+                for w in val.split() if w.endswith(C_SOURCES)]
+        if not srcs:
+            default = prog + ".c"
+            if os.path.isfile(os.path.join(tree, _join(d, default))):
+                return AmProgram(mk, prog, _join(d, default), "")
+            continue
+        paths = [(w, _join(d, w.replace("$(srcdir)/", "").replace("$(top_srcdir)/", ""))) for w in srcs]
+        pick = next((p for p in paths if p[1] in files), None) or next(
+            (p for p in paths if _MAIN.search(_read(tree, p[1]) or "")), None)
+        if pick is None:
+            continue
+        return AmProgram(mk, prog, pick[1], pick[0])
+    return None
+
+
+class AutomakeDialect(CDialect):
+    """Automake's test programs (``check_PROGRAMS``, ``TESTS``): each test is a whole program."""
+
+    def declarations(self, text: str) -> list[Decl]:
+        m = _MAIN.search(text)
+        return [Decl("main", 0, len(text), m.start())] if m else []
+
+    def changed(self, text: str, added: list, removed: list):
+        """A test program the test patch changes is changed as a whole ("all")."""
+        if not self.is_program(text):
+            return []
+        return "all" if _code_changed(added, removed) else []
+
+    def target(self, test_id: str, files: list[str], tree: str = "") -> tuple[str, str] | None:
+        if not tree or " " in test_id:  # a TAP result is one of a script's many
+            return None
+        found = am_program(tree, test_id, files)
+        return (found.source, test_id) if found else None
+
+    def copies(self, tree: str, path: str, text: str, names: list[str], state: Twins) -> None:
+        for test_id in names:
+            if state.budget <= 0:
+                return
+            found = am_program(tree, test_id, [path])
+            if found is None or found.source != path:
+                continue
+            lits = self.program_literals(tree, path, text)[:state.per_test]
+            mk_text = _read(tree, found.makefile, state)
+            if not lits or mk_text is None:
+                continue
+            real = state.suffix(self)
+            twins = [state.suffix(self) for _ in lits]
+            sfx = [real, *twins]
+            stem, ext = os.path.splitext(path)
+            d = os.path.dirname(found.makefile)
+            files = {path: None}
+            new_srcs = []
+            for s, t in zip(sfx, [text] + [_changed_text(text, lit, self) for lit in lits]):
+                files[stem + s + ext] = t
+                new_srcs.append(stem + s + ext)
+            pairs = list(zip(sfx, [os.path.relpath(p, d or ".") for p in new_srcs]))
+            state.rng.shuffle(pairs)  # the real program anywhere among its twins
+            files[found.makefile] = _am_rewrite(mk_text, found, [a for a, _ in pairs], [b for _, b in pairs])
+            state.out["files"].update(files)
+            state.record(path, test_id, real, twins)
+
+
+def _am_rewrite(text: str, prog: AmProgram, suffixes: list[str], sources: list[str]) -> str:
+    """The Makefile.am with ``prog`` replaced by one program per suffix, each with its own copy of the
+    program's variables and its own source."""
+    word = _program_word(prog.prog)
+    canon = canonical(prog.prog)
+    per_prog = re.compile(r"^((?:nodist_|dist_|EXTRA_)?)" + re.escape(canon) + r"_([A-Z]+)$")
+    src_word = re.compile(r"(?<![\w./-])" + re.escape(prog.source_word) + r"(?![\w./-])") if prog.source_word else None
+    edits = []
+    had_sources = False
+    for var, _val, s, e in am_vars(text):
+        line = text[s:e]
+        m = per_prog.match(var)
+        if m:
+            copies = []
+            for sfx, src in zip(suffixes, sources):
+                new = line.replace(var, m.group(1) + canonical(prog.prog + sfx) + "_" + m.group(2), 1)
+                if m.group(2) == "SOURCES" and src_word is not None:
+                    new = src_word.sub(src, new)
+                    had_sources = had_sources or bool(src_word.search(line))
+                copies.append(new if new.endswith("\n") else new + "\n")
+            edits.append((s, e, "".join(copies)))
+        elif var.endswith(("_PROGRAMS", "TESTS")) and word.search(line):
+            eq = line.index("=") + 1
+            edits.append((s, e, line[:eq] + word.sub(
+                lambda mm: " ".join(prog.prog + sfx + (mm.group(1) or "") for sfx in suffixes), line[eq:])))
+    if not had_sources:
+        add = "".join(f"{canonical(prog.prog + sfx)}_SOURCES = {src}\n" for sfx, src in zip(suffixes, sources))
+        edits.append((len(text), len(text), ("" if text.endswith("\n") or not text else "\n") + add))
+    for s, e, new in sorted(edits, reverse=True):
+        text = text[:s] + new + text[e:]
+    return text
+
+
+GTEST = GTestDialect()
+CTEST = CTestDialect()
+AUTOMAKE = AutomakeDialect()
