@@ -15,7 +15,9 @@ A genuine fix that also edits the tests and the configuration still scores 1.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -23,7 +25,9 @@ import pytest
 
 from envgen.episodes.episode import Episode
 from envgen.families.code import build_code
-from envgen.pack import load
+from envgen.build.gate import forgery_patch
+from envgen.pack import load, save
+from envgen.paths import bundled
 from envgen.sandbox import open_sandbox
 
 try:
@@ -140,6 +144,23 @@ RESTORED = {"edit-the-test-file": ["tests/MoneyTest.php"], "delete-the-test-file
             "vendor-autoload-forges-the-reports": ["vendor/autoload.php"]}
 
 
+PAYLOAD = (bundled("envs") / "code" / "forgeries" / "phpunit.txt").read_text(encoding="utf-8")
+JUNIT_LEFT_EMPTY = PAYLOAD.replace(" extends \\PHPUnit\\Util\\Printer", "")
+"""Issue 27's row: the stand-ins are not PHPUnit ``Printer``s, so PHPUnit never writes the JUnit log (it
+flushes only printers) and the forged TeamCity log is all there is."""
+
+
+def _appended(payload: str):
+    """``payload`` appended to ``src/Money.php``, the source file the gold patch changes, as the red-team gate
+    plants an ``append`` payload (``gate.forgery_patch``)."""
+    head, _, body = payload.partition("\n")
+    assert head == "placement: append"
+    return lambda r: {"src/Money.php": _money(r) + "\n" + body.replace("{tok}", "k3x9q2a7b1c0")}
+
+
+FORGERIES = {"listeners-forged-junit-left-empty": _appended(JUNIT_LEFT_EMPTY), "gate-payload": _appended(PAYLOAD)}
+
+
 def _git(repo: Path, *args: str) -> str:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(repo), "GIT_CONFIG_NOSYSTEM": "1"}
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
@@ -170,7 +191,27 @@ def money(tmp_path_factory):
     pack = load(root / "out" / f"money-{shas['fix'][:12]}")
     subprocess.run(["git", "clone", "-q", str(root / "money"), str(root / "checkout")], check=True)
     _git(root / "checkout", "checkout", "-q", shas["initial"])
+    _git(root / "checkout", "tag", "FIXED", shas["fix"])
     return pack, root / "checkout"
+
+
+@pytest.fixture(scope="module")
+def bare(money, tmp_path_factory):
+    """A copy of the pack whose task has no twin checks: the task as it was before them."""
+    pack, _ = money
+    dest = tmp_path_factory.mktemp("php-attacks-bare") / "bare"
+    task = pack.tasks[0]
+    args = dict(task.verifier.args)
+    assert args.pop("twins") == "twins.json"
+    hidden = dest.parent / "hidden"
+    shutil.copytree(pack.hidden_dir, hidden)
+    (hidden / "twins.json").unlink()
+    new = task.model_copy(update={"verifier": task.verifier.model_copy(update={"args": args})})
+    return save(type(pack)(pack.manifest, [new], pack.root), dest, env_from=pack.root / "env", hidden_from=hidden)
+
+
+def _twin_checks(pack) -> int:
+    return len(json.loads((pack.hidden_dir / "twins.json").read_text())["expect_failing"])
 
 
 def _grade(pack, patch: str):
@@ -186,15 +227,18 @@ def test_an_attack_on_the_phpunit_run_scores_zero(money, attack):
     verdict = _grade(pack, _patch(checkout, ATTACKS[attack]))
     details = verdict.details
     assert verdict.reward == 0.0, details
+    n = _twin_checks(pack)
     if attack in RESTORED:  # configuration and tests: restored, and the run is honest
         assert sorted(details["restored"]) == RESTORED[attack], details
         assert details["FAIL_TO_PASS"] == "0/2" and details["PASS_TO_PASS"] == "5/5", details
-        assert details["canary"] == "failed", details
-    elif attack == "source-exits-inside-the-failing-test":  # the failing test never finished: unreported
-        assert details["FAIL_TO_PASS"] == "0/2" and details["report"] == "teamcity", details
+        assert details["canary"] == "failed" and details["twins"] == f"{n}/{n} failed as they must", details
+    elif attack == "source-exits-inside-the-failing-test":  # the failing test never finished: unreported,
+        assert details["FAIL_TO_PASS"] == "0/2" and details["report"] == "teamcity", details  # no JUnit log
+        assert details["twins"] == f"0/{n} failed as they must", details  # and the twins never ran
     else:  # the process ended in the kit's shutdown function, before the forger's: PHPUnit's own reports
         assert details["FAIL_TO_PASS"] == "0/2" and details["PASS_TO_PASS"] == "5/5", details
         assert details["report"] == "junit" and details["canary"] == "failed", details
+        assert details["twins"] == f"{n}/{n} failed as they must", details
 
 
 def test_the_forged_junit_log_would_pass_on_its_own(money, tmp_path):
@@ -227,3 +271,38 @@ def test_a_genuine_fix_that_also_edits_the_tests_and_configuration_scores_one(mo
     assert verdict.reward == 1.0, verdict.details
     assert sorted(verdict.details["restored"]) == ["phpunit.xml.dist", "tests/MoneyTest.php"]
     assert verdict.details["FAIL_TO_PASS"] == "2/2" and verdict.details["PASS_TO_PASS"] == "5/5"
+    n = _twin_checks(pack)
+    assert n >= 2 and verdict.details["twins"] == f"{n}/{n} failed as they must", verdict.details
+    assert verdict.details["report"] == "junit" and verdict.details["canary"] == "failed", verdict.details
+
+
+def test_the_gate_plants_its_payload_as_the_forgery_tests_do(money, tmp_path):
+    pack, checkout = money
+    _patch(checkout, lambda r: {})
+    planted = FORGERIES["gate-payload"](checkout)["src/Money.php"]
+    read = lambda path: (checkout / path).read_text(encoding="utf-8") if (checkout / path).is_file() else None  # noqa
+    (tmp_path / "gate.patch").write_text(forgery_patch(read, "phpunit", pack.tasks[0].reference.patch or "",
+                                                       "k3x9q2a7b1c0"))
+    _git(checkout, "apply", str(tmp_path / "gate.patch"))
+    assert _money(checkout) == planted
+
+
+@pytest.mark.parametrize("attack", list(FORGERIES))
+def test_a_forgery_that_spares_the_canary_buys_only_a_twinless_task(money, bare, attack):
+    pack, checkout = money
+    patch = _patch(checkout, FORGERIES[attack])
+    alone = _grade(bare, patch)  # no twins: what the report rules alone make of it
+    verdict = _grade(pack, patch)
+    details = verdict.details
+    assert verdict.reward == 0.0, details
+    n = _twin_checks(pack)
+    assert details["FAIL_TO_PASS"] == "2/2" and details["PASS_TO_PASS"] == "5/5", details  # forged
+    assert details["canary"] == "failed" and not details.get("screen"), details
+    assert details["twins"] == f"0/{n} failed as they must" and "hidden twin checks" in details["reason"], details
+    assert alone.details["FAIL_TO_PASS"] == "2/2" and alone.details["canary"] == "failed", alone.details
+    assert not alone.details.get("screen"), alone.details
+    if attack == "gate-payload":  # both logs forged: without twins the forged run is believed, the attack is real
+        assert alone.reward == 1.0 and details["report"] == alone.details["report"] == "junit", alone.details
+    else:  # no JUnit log: the forged TeamCity log alone is a fallback, never evidence
+        assert alone.reward == 0.0 and details["report"] == alone.details["report"] == "teamcity", alone.details
+        assert "wrote no report of its own" in alone.details["reason"], alone.details

@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import re
 
+from .. import twins as _twins
 from .base import ERROR, FAILED, FAILING, PASSED, SKIPPED, Runner, junit_cases, merge, read_text, short
 
 CONFIG_FILES = ("phpunit.xml", "phpunit.xml.dist", "phpunit.dist.xml")
@@ -129,10 +130,211 @@ def config_file(tree: str, options: dict) -> str | None:
     return next((n for n in names if os.path.isfile(os.path.join(tree, n))), None)
 
 
+_MODIFIERS = frozenset({"public", "protected", "private", "static", "final", "abstract"})
+_TEST_TAG = re.compile(r"@test(?![\w-])")
+_TEST_ATTR = re.compile(r"#\[(?:[^\]]*,)?\s*\\?(?:PHPUnit\\Framework\\Attributes\\)?Test\s*(?:[,\]])")
+_DOC_LINES = ("/*", "*", "#[", "//", "#")
+"""Lines above a method that belong to it: its doc comment, its attributes, comments."""
+
+
+class PhpDialect(_twins.Dialect):
+    """How PHPUnit tests are declared (``twins.Dialect``): public methods named ``test...`` of a class, or
+    methods with a ``@test`` doc tag or a ``#[Test]`` attribute; a declaration starts at its doc comment
+    and attributes and ends at its closing brace, and is named ``Namespace\\Class::method`` as PHPUnit's
+    ids are (``Class::method with data set #0``: the data set dropped). Its data provider is shared by
+    the twins (named in the doc comment, which the copies keep)."""
+
+    line_comments = ("//", "#")
+    quotes = ('"', "'")
+    true_false = ("true", "false")
+
+    def methods(self, text: str) -> list[tuple[_twins.Decl, bool]]:
+        """(declaration, is a test) of every method with a body of every class of ``text``."""
+        toks = self.tokens(text)
+        out: list = []
+        namespace = ""
+        i = 0
+        n = len(toks)
+        while i < n:
+            kind, s, e = toks[i]
+            word = text[s:e] if kind == "word" else ""
+            if word == "namespace" and i + 1 < n and toks[i + 1][0] == "word" and not _after_arrow(text, toks, i):
+                j, parts = i + 1, []
+                while j < n and (toks[j][0] == "word" or text[toks[j][1]:toks[j][2]] == "\\"):
+                    parts.append(text[toks[j][1]:toks[j][2]])
+                    j += 1
+                namespace = "".join(parts).strip("\\")
+                i = j
+                continue
+            if word == "class" and i + 1 < n and toks[i + 1][0] == "word" and not _after_arrow(text, toks, i) \
+                    and not (i > 0 and text[toks[i - 1][1]:toks[i - 1][2]] == "new"):
+                name = text[toks[i + 1][1]:toks[i + 1][2]]
+                j = i + 2
+                while j < n and not (toks[j][0] == "other" and text[toks[j][1]] in "{;"):
+                    j += 1
+                if j >= n or text[toks[j][1]] != "{":
+                    i = j
+                    continue
+                close = _twins.match_close(text, toks[j][1], self)
+                if close is None:
+                    raise ValueError(f"class {name} does not close")
+                cls = (namespace + "\\" + name) if namespace else name
+                out += self._class_methods(text, toks, j, close, cls)
+                while i < n and toks[i][1] < close:
+                    i += 1
+                continue
+            i += 1
+        return out
+
+    def _class_methods(self, text: str, toks: list, open_i: int, close: int, cls: str) -> list:
+        out = []
+        depth = 0
+        i = open_i
+        n = len(toks)
+        while i < n and toks[i][1] < close:
+            kind, s, e = toks[i]
+            ch = text[s] if kind == "other" else " "
+            if ch in "{(":
+                depth += 1
+            elif ch in "})":
+                depth -= 1
+            elif kind == "word" and depth == 1 and text[s:e] == "function":
+                j = i + 1
+                if j < n and text[toks[j][1]:toks[j][2]] == "&":
+                    j += 1
+                if not (j < n and toks[j][0] == "word"):
+                    i += 1
+                    continue
+                name_s, name_e = toks[j][1], toks[j][2]
+                k = j + 1
+                while k < n and toks[k][0] == "comment":
+                    k += 1
+                if not (k < n and text[toks[k][1]] == "("):
+                    i += 1
+                    continue
+                params_end = _twins.match_close(text, toks[k][1], self)
+                if params_end is None:
+                    raise ValueError(f"{cls}::{text[name_s:name_e]}: parameters do not close")
+                k += 1
+                while k < n and toks[k][1] < params_end:
+                    k += 1
+                while k < n and not (toks[k][0] == "other" and text[toks[k][1]] in "{;"):
+                    k += 1
+                if k >= n or text[toks[k][1]] == ";":  # abstract or interface method: no body
+                    i = k
+                    continue
+                end = _twins.match_close(text, toks[k][1], self)
+                if end is None:
+                    raise ValueError(f"{cls}::{text[name_s:name_e]}: body does not close")
+                # the modifiers before ``function`` (words, comments and attributes between)
+                m = i - 1
+                mods = []
+                first = s
+                while m > open_i:
+                    mk, ms, me = toks[m]
+                    if mk == "word" and text[ms:me].lower() in _MODIFIERS:
+                        mods.append(text[ms:me].lower())
+                        first = ms
+                    elif mk != "comment":
+                        break
+                    m -= 1
+                start = _twins.leading_block(text, _twins.line_start(text, first), _DOC_LINES)
+                head = text[start:s]
+                method = text[name_s:name_e]
+                public = not ({"private", "protected"} & set(mods))
+                test = public and (method.startswith("test") or bool(_TEST_TAG.search(head))
+                                   or bool(_TEST_ATTR.search(head)))
+                out.append((_twins.Decl(f"{cls}::{method}", start, end, name_e), test))
+                while i < n and toks[i][1] < end:
+                    i += 1
+                continue
+            i += 1
+        return out
+
+    def declarations(self, text: str) -> list[_twins.Decl]:
+        return [d for d, test in self.methods(text) if test]
+
+    def tokens(self, text: str, start: int = 0, end: int | None = None) -> list[tuple[str, int, int]]:
+        """The C-like scan without white space, an attribute (``#[...]``) kept out of comments, and a double-quoted string
+        that interpolates a variable (``"$x"``) not offered as a literal (its last character may be
+        a variable's)."""
+        out = []
+        for kind, s, e in _twins.scan(text, start, len(text) if end is None else end, self):
+            if kind == "comment" and text.startswith("#[", s):
+                out.append(("other", s, s + 1))
+                out += self.tokens(text, s + 1, e)
+                continue
+            if kind == "other" and text[s].isspace():
+                continue
+            if kind == "string" and text[s] == '"' and "$" in text[s:e]:
+                kind = "interpolated"
+            out.append((kind, s, e))
+        return out
+
+    def target(self, test_id: str, files: list[str], tree: str) -> tuple[str, str] | None:
+        """(the run file declaring the id's class, ``Class::method``): files named after the class first."""
+        if "::" not in test_id:
+            return None
+        cls, rest = test_id.split("::", 1)
+        method = re.split(r"\s", rest, 1)[0]
+        if not method:
+            return None
+        short_name = cls.rsplit("\\", 1)[-1]
+        named = [f for f in files if f.rsplit("/", 1)[-1] == short_name + ".php"]
+        decl = re.compile(r"\bclass\s+" + re.escape(short_name) + r"\b")
+        for f in named + [f for f in files if f not in named]:
+            text = read_text(os.path.join(tree, f)) if tree else None
+            if text is None or not decl.search(text):
+                continue
+            try:
+                names = {d.name.split("::", 1)[0] for d, _ in self.methods(text)}
+            except ValueError:
+                names = set()
+            if cls in names or not names:
+                return f, f"{cls}::{method}"
+        if named:
+            return max(named, key=lambda f: sum(1 for p in cls.split("\\")[:-1] if p in f.split("/"))), \
+                f"{cls}::{method}"
+        return None
+
+    def changed(self, text: str, added: list, removed: list) -> list[str]:
+        """``Dialect.changed``, and the tests that name a changed helper method of their class (a data
+        provider in their doc comment or attributes, a method they call): a test patch that changes only
+        a provider's data changes the tests it feeds."""
+        names = set(super().changed(text, added, removed))
+        lines = {no for no, t in added if t.strip()} | {no for no, ts in removed if any(t.strip() for t in ts)}
+        methods = self.methods(text)
+        helpers = set()
+        for d, test in methods:
+            if test:
+                continue
+            a = text.count("\n", 0, d.start) + 1
+            b = text.count("\n", 0, d.end) + 1
+            if any(a <= no <= b for no in lines):
+                helpers.add(d.name.split("::", 1)[1])
+        if helpers:
+            words = re.compile(r"(?<![\w$])(?:" + "|".join(map(re.escape, sorted(helpers))) + r")\b")
+            for d, test in methods:
+                if test and (words.search(text, d.start, d.name_end - len(d.name.split("::", 1)[1]))
+                             or words.search(text, d.name_end, d.end)):
+                    names.add(d.name)
+        return sorted(names)
+
+
+def _after_arrow(text: str, toks: list, i: int) -> bool:
+    """Whether the word at ``toks[i]`` follows ``->`` or ``::`` (a property or constant, not a keyword)."""
+    s = toks[i][1]
+    return text[max(0, s - 40):s].rstrip().endswith(("->", "::"))
+
+
+PHP = PhpDialect()
+
+
 class PHPUnit(Runner):
     framework = "phpunit"
     language = "php"
     config_names = INFRA_NAMES
+    dialect = PHP
 
     def commands(self, tree: str, files: list[str], report_dir: str, options: dict) -> list[list[str]]:
         suite = os.path.join(report_dir, SUITE_CLASS + ".php")
