@@ -7,10 +7,20 @@ look-alike and CTest configuration, report files written into the tree, and a li
 test process with exit status 0 before GoogleTest reports (always, or only when run by ctest), Automake
 inputs that mark the failing test as an expected failure or replace the generated build. A genuine
 fix that also edits the test build files still scores 1.
+
+Forged runs (issue 27), library code only: a static destructor that rewrites GoogleTest's XML to all
+passed after the tests ran (the canary, a separate ``cmake -E false`` test, untouched); a library that
+ends every process with status 0 (plain CTest tests, Automake test programs); a library that rewrites
+the Automake harness's ``.trs`` and ``.log`` files; and the red-team gate's payloads
+(envs/code/forgeries/ctest.txt, make-check.txt) planted as the gate plants them. Each scores 0 because the
+hidden twin checks (copies of the FAIL_TO_PASS test with one literal changed, which a correct fix fails)
+come out passing too; on a copy of the pack without its twin checks the same submission scores 1, so
+the twins are what stops it.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,10 +29,11 @@ import pytest
 
 from envgen.episodes.episode import Episode
 from envgen.families.code import build_code
-from envgen.pack import load
+from envgen.build.gate import forgery_patch
+from envgen.pack import load, save
 from envgen.sandbox import open_sandbox
 
-from cxx_repo import VEC_C, make_amcalc_repo, make_strutil_repo, make_vec_repo
+from cxx_repo import AM_CALC_C, STRUTIL_CPP, VEC_C, make_amcalc_repo, make_strutil_repo, make_vec_repo
 
 pytestmark = [pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("c++")), reason="needs cmake and a "
                                  "C++ compiler (.ci/setup-toolchains.sh)"), pytest.mark.timeout(900)]
@@ -172,3 +183,201 @@ def test_automake_attacks_score_zero(amcalc, attack, tmp_path):
     reward, details = _score(pack, _patch(repo, base, edits, tmp_path))
     assert reward == 0.0, details
     assert details["FAIL_TO_PASS"] == "0/1", details
+
+
+# ---------------------------------------------------------------- forged runs (issue 27): library code only
+
+
+def _without_twins(pack, dest: Path):
+    """A copy of the pack whose task has no twin checks: the task as it was before them."""
+    task = pack.tasks[0]
+    args = dict(task.verifier.args)
+    assert args.pop("twins") == "twins.json"
+    hidden = dest.parent / f"{dest.name}-hidden"
+    shutil.copytree(pack.hidden_dir, hidden)
+    (hidden / "twins.json").unlink()
+    new = task.model_copy(update={"verifier": task.verifier.model_copy(update={"args": args})})
+    return save(type(pack)(pack.manifest, [new], pack.root), dest, env_from=pack.root / "env", hidden_from=hidden)
+
+
+@pytest.fixture(scope="module")
+def bare(vec, strutil, amcalc, tmp_path_factory):
+    """{name: the pack without its twin checks}."""
+    root = tmp_path_factory.mktemp("cxx-bare")
+    return {name: _without_twins(built[2], root / name) for name, built in
+            (("vec", vec), ("strutil", strutil), ("amcalc", amcalc))}
+
+
+def _twin_checks(pack) -> int:
+    return len(json.loads((pack.hidden_dir / "twins.json").read_text())["expect_failing"])
+
+
+def _forged(details: dict, pack) -> None:
+    """Scored 0 because the twin checks came out passing, not because the fix is missing."""
+    n = _twin_checks(pack)
+    assert details["twins"] != f"{n}/{n} failed as they must" and "twin checks" in details["reason"], details
+    assert details["canary"] == "failed", details
+
+
+GTEST_XML_REWRITE = """
+#include <dirent.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+extern char **environ;
+
+namespace {
+// After main returns (GoogleTest wrote its report): every failure element out of the reports the run asked for.
+struct ReportPolish {
+  static void polish(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream buf;
+    buf << in.rdbuf();
+    std::string xml = buf.str(), open = "<fail" "ure", close = "</fail" "ure>";
+    for (auto at = xml.find(open); at != std::string::npos; at = xml.find(open, at)) {
+      auto end = xml.find(close, at);
+      auto gt = xml.find('>', at);
+      if (gt != std::string::npos && xml[gt - 1] == '/') end = gt + 1 - close.size();
+      if (end == std::string::npos) break;
+      xml.erase(at, end + close.size() - at);
+    }
+    std::ofstream(path, std::ios::trunc) << xml;
+  }
+  ~ReportPolish() {
+    for (char** e = environ; e && *e; ++e) {
+      std::string kv(*e);
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || kv.compare(eq + 1, 4, "xml:") != 0) continue;
+      std::string dir = kv.substr(eq + 5);
+      if (DIR* d = opendir(dir.c_str())) {
+        while (dirent* ent = readdir(d)) {
+          std::string name = ent->d_name;
+          if (name.size() > 4 && name.compare(name.size() - 4, 4, ".xml") == 0) polish(dir + "/" + name);
+        }
+        closedir(d);
+      }
+    }
+  }
+} polish_reports;
+}  // namespace
+"""
+"""The issue's row: a static destructor of the library rewrites GoogleTest's XML after the tests finished;
+the canary is a CTest test of its own (``cmake -E false``) that never loads the library."""
+
+
+def test_a_static_destructor_that_rewrites_the_gtest_xml_is_caught_by_the_twins(strutil, bare, tmp_path):
+    repo, shas, pack = strutil
+    patch = _patch(repo, shas["initial"], {"src/strutil.cpp": STRUTIL_CPP + GTEST_XML_REWRITE}, tmp_path)
+    reward, details = _score(bare["strutil"], patch)
+    assert reward == 1.0, details  # a real forgery: without the twins it buys the task
+    assert details["FAIL_TO_PASS"] == "1/1" and details["canary"] == "failed", details
+    reward, details = _score(pack, patch)
+    assert reward == 0.0, details
+    _forged(details, pack)
+
+
+EXIT_ZERO_AT_EXIT = """
+#include <unistd.h>
+/* every process linked with the library ends with status 0, whatever main returned */
+__attribute__((destructor)) static void calc_shutdown(void) { _exit(0); }
+"""
+
+TRS_REWRITE = r"""
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Rewrites the harness's result and log files under the current directory to passing: at once (the
+   tests that finished) and from a process left behind, for the results written after this one exits. */
+static void calc_walk(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *ent;
+  while (d && (ent = readdir(d)) != NULL) {
+    char path[4096];
+    struct stat st;
+    if (ent->d_name[0] == '.' || strstr(ent->d_name, "canary")) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
+    if (lstat(path, &st) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      calc_walk(path);
+      continue;
+    }
+    size_t n = strlen(path);
+    const char *res = ".tr" "s";
+    if (n > 4 && strcmp(path + n - 4, res) == 0) {
+      FILE *f = fopen(path, "w");
+      if (f) {
+        fprintf(f, ":test-" "result: PASS\n:global-test-" "result: PASS\n:recheck: no\n:copy-in-global-log: no\n");
+        fclose(f);
+      }
+      path[n - 4] = 0;
+      strcat(path, ".log");
+      f = fopen(path, "w");
+      if (f) {
+        fprintf(f, "PASS\n");
+        fclose(f);
+      }
+    }
+  }
+  if (d) closedir(d);
+}
+
+__attribute__((destructor)) static void calc_report(void) {
+  char here[4096];
+  if (!getcwd(here, sizeof here)) return;
+  calc_walk(here);
+  if (fork() == 0) {
+    for (int fd = 0; fd < 256; fd++) close(fd);
+    for (int i = 0; i < 400; i++) {
+      usleep(20000);
+      calc_walk(here);
+    }
+    _exit(0);
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("attack", ["destructor-exits-zero", "rewrites-trs-and-logs"])
+def test_automake_test_programs_forged_from_the_library_are_caught_by_the_twins(amcalc, bare, attack, tmp_path):
+    """The Automake harness judges a test program by its exit status; the library ends it with 0, or
+    rewrites the harness's result files. The canary program does not link the library."""
+    repo, shas, pack = amcalc
+    code = AM_CALC_C + (EXIT_ZERO_AT_EXIT if attack == "destructor-exits-zero" else TRS_REWRITE)
+    patch = _patch(repo, shas["initial"], {"src/calc.c": code}, tmp_path)
+    if attack == "destructor-exits-zero":
+        reward, details = _score(bare["amcalc"], patch)
+        assert reward == 1.0, details  # a real forgery: without the twins it buys the task
+        assert details["canary"] == "failed" and details["report"] == "automake-trs", details
+    reward, details = _score(pack, patch)
+    assert reward == 0.0, details
+    if attack == "destructor-exits-zero":
+        _forged(details, pack)
+
+
+@pytest.mark.parametrize("which", ["strutil", "vec", "amcalc"])
+def test_the_gates_forgery_payload_buys_the_task_only_without_twins(vec, strutil, amcalc, bare, which, tmp_path):
+    """The payload the red-team gate plants (envs/code/forgeries/<framework>.txt), planted the gate's way:
+    appended to the first non-test source file the gold patch changes."""
+    repo, shas, pack = {"vec": vec, "strutil": strutil, "amcalc": amcalc}[which]
+    task = pack.tasks[0]
+
+    def read(path: str):
+        out = subprocess.run(["git", "-C", str(repo), "show", f"{shas['initial']}:{path}"], capture_output=True,
+                             text=True)
+        return out.stdout if out.returncode == 0 else None
+
+    patch = forgery_patch(read, task.verifier.args["framework"], task.reference.patch, "c0ffee123456")
+    assert patch and "envgen_forge_c0ffee123456" in patch
+    reward, details = _score(bare[which], patch)
+    assert reward == 1.0, details
+    assert details["canary"] == "failed" and "screen" not in details, details
+    reward, details = _score(pack, patch)
+    assert reward == 0.0, details
+    _forged(details, pack)
