@@ -16,14 +16,16 @@ import gymnasium
 import pytest
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
+from envgen.episodes.actions import render_action
 from envgen.families.code import build_code
 from envgen.pack import load
+from envgen.paths import bundled
 from envgen.policies.builtin import NullPolicy, OraclePolicy, rollout
 
 try:
-    from .php_repo import make_money_repo
+    from .php_repo import make_money_repo, money_source
 except ImportError:  # tests/ is not a package: pytest puts it on sys.path
-    from php_repo import make_money_repo
+    from php_repo import make_money_repo, money_source
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 T = "Acme\\Money\\Tests\\"
@@ -54,6 +56,9 @@ def test_docker_validation_gives_the_phpunit_lists_with_the_autoloader_generated
         [("base", "junit", "failed")] * 3 + [("gold", "junit", "failed")] * 3
     pack = load(root / "out" / f"money-{shas['fix'][:12]}")
     assert pack.manifest.image.base == "debian:bookworm+php"
+    assert args["twins"] == "twins.json"  # hidden twin checks of testSubtract
+    gate = report.details["tasks"][f"money-{shas['fix'][:12]}"]["gate"]
+    assert gate["reference"] == 1.0 and gate["forgery"] == 0.0, gate  # the gate's PHPUnit forgery, in Docker
 
 
 def test_gymnasium_make_in_docker_scores_the_oracle_one_and_null_zero(built):
@@ -68,6 +73,30 @@ def test_gymnasium_make_in_docker_scores_the_oracle_one_and_null_zero(built):
     assert oracle.reward_details["FAIL_TO_PASS"] == "2/2" and oracle.reward_details["PASS_TO_PASS"] == "5/5"
     assert oracle.reward_details["canary"] == "failed"
     assert null.reward == 0.0
+
+
+def test_the_forgery_payload_planted_in_the_library_scores_zero_in_docker(built):
+    """envs/code/forgeries/phpunit.txt appended to src/Money.php (the bug left in place), as the gate plants it:
+    PHPUnit's own logs say every test passed but the canary; the hidden twins, reported passing, give it away."""
+    root, shas, _ = built
+    pack = load(root / "out" / f"money-{shas['fix'][:12]}")
+    head, _, payload = (bundled("envs") / "code" / "forgeries" / "phpunit.txt").read_text().partition("\n")
+    assert head == "placement: append"
+    source = money_source(fixed=False, allocate=False) + "\n" + payload.replace("{tok}", "q7w2e9r4t1y8")
+    env = gymnasium.make("envgen/Pack-v0", pack=str(pack.root), sandbox="docker")
+    try:
+        env.reset(options={"task_id": pack.tasks[0].id})
+        for call in [("write_file", {"path": "src/Money.php", "content": source}), ("submit", {})]:
+            _, _, terminated, truncated, _ = env.step(render_action("", [call]))
+            assert not (terminated or truncated)
+        _, reward, terminated, _, info = env.step("I fixed subtract.")
+    finally:
+        env.close()
+    details = info["reward_details"]
+    assert terminated and reward == 0.0, details
+    assert details["FAIL_TO_PASS"] == "2/2" and details["report"] == "junit" and details["canary"] == "failed", details
+    assert details["twins"].startswith("0/") and "hidden twin checks" in details["reason"], details
+    assert not details.get("screen"), details
 
 
 GREET = '<?php\nnamespace Acme\\Greet;\nfinal class Greet { public static function hello(string $n): string ' \

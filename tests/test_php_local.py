@@ -38,6 +38,7 @@ def test_the_php_history_gives_two_validated_tasks_with_phpunit_ids(built):
     task = load(root / "out" / f"money-{shas['fix'][:12]}").tasks[0]
     args = task.verifier.args
     assert args["framework"] == "phpunit" and args["files"] == ["tests/MoneyTest.php"]
+    assert args["twins"] == "twins.json"  # hidden twin checks of testSubtract
     assert args["FAIL_TO_PASS"] == [T + "MoneyTest::testSubtract with data set #0",
                                     T + "MoneyTest::testSubtract with data set #1"]
     assert args["PASS_TO_PASS"] == [T + "MoneyTest::testAdd", T + "MoneyTest::testAddRefusesAnotherCurrency",
@@ -62,6 +63,7 @@ def test_the_gold_patch_scores_one_and_no_submission_zero(built):
     gate = report.details["tasks"][f"money-{shas['fix'][:12]}"]["gate"]
     assert gate["reference"] == gate["reference-again"] == 1.0
     assert all(v == 0.0 for k, v in gate.items() if not k.startswith("reference")), gate
+    assert gate["forgery"] == 0.0, gate  # envs/code/forgeries/phpunit.txt: the twins give it away
     env = PackEnv(path, sandbox="local")
     try:
         oracle = rollout(env, OraclePolicy())
