@@ -338,6 +338,8 @@ def parse_am_console(text: str) -> dict[str, str]:
     return out
 
 
+REGENERATE = "if find . -name Makefile.am -newer configure | grep -q .; then autoreconf -fi; fi"
+"""A committed ``configure``: the build is made again when a Makefile.am changed after checkout."""
 COPY_REPORTS = r"""make -k -j"$2" check; rc=$?
 find . -name '*.trs' -type f | while IFS= read -r f; do
   mkdir -p "$1/$(dirname "$f")" && cp "$f" "$1/$f"
@@ -356,7 +358,8 @@ def am_canary_makefile(text: str, name: str, source: str) -> str:
     defined = {v: val for v, val, _s, _e in am_vars(text)}
     lines = [f"check_PROGRAMS {'+=' if 'check_PROGRAMS' in defined else '='} {name}",
              f"{canonical_name(name)}_SOURCES = {source}", f"{canonical_name(name)}_LDADD ="]
-    if "$(check_PROGRAMS)" not in (defined.get("TESTS") or "") and "${check_PROGRAMS}" not in (defined.get("TESTS") or ""):
+    tests = defined.get("TESTS") or ""
+    if "$(check_PROGRAMS)" not in tests and "${check_PROGRAMS}" not in tests:
         lines.append(f"TESTS += {name}")
     return text + ("" if text.endswith("\n") or not text else "\n") + "\n".join(lines) + "\n"
 
@@ -393,7 +396,8 @@ class MakeCheck(Runner):
         if mk is None:
             return None
         ac = (read_text(os.path.join(tree, "configure.ac")) or read_text(os.path.join(tree, "configure.in")) or "")
-        ext = ".c" if re.search(r"\bAC_PROG_CC\b|\bAM_PROG_CC_C_O\b", ac) or not re.search(r"AC_PROG_CXX", ac) else ".cpp"
+        c = re.search(r"\bAC_PROG_CC\b|\bAM_PROG_CC_C_O\b", ac) or not re.search(r"AC_PROG_CXX", ac)
+        ext = ".c" if c else ".cpp"
         d = os.path.dirname(mk)
         name = f"{CANARY_PREFIX}{tok}"
         full = os.path.join(tree, mk)
@@ -415,7 +419,7 @@ class MakeCheck(Runner):
         if (has("configure.ac") or has("configure.in")) and not has("configure"):
             cmds.append(["autoreconf", "-fi"])
         elif has("configure.ac") or has("configure.in"):  # a Makefile.am edited since checkout (the canary, twins)
-            cmds.append(["sh", "-c", 'if find . -name Makefile.am -newer configure | grep -q .; then autoreconf -fi; fi'])
+            cmds.append(["sh", "-c", REGENERATE])
         if has("configure") or has("configure.ac") or has("configure.in"):
             cmds.append(["sh", "./configure", *_extra_args(options)])
         cmds.append(["sh", "-c", 'make -k -j"$1"; echo "envgen: the build exited with $?"', "sh", n])

@@ -20,6 +20,7 @@ A file the test patch changes that is a whole program (it has ``main``) counts a
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -35,10 +36,16 @@ SKIP_DIRS = frozenset({".git", "build", "_build", "node_modules", "third_party",
 GTEST_MACROS = ("TEST", "TEST_F", "TEST_P", "TYPED_TEST", "TYPED_TEST_P", "GTEST_TEST")
 _GTEST_DECL = re.compile(r"^[ \t]*(" + "|".join(GTEST_MACROS) + r")[ \t]*\(\s*(\w+)\s*,\s*(\w+)\s*\)\s*\{", re.M)
 _MAIN = re.compile(r"\bint\s+main\s*\(")
-_PREPROCESSOR = re.compile(r"^[ \t]*#")
+_PREPROCESSOR = re.compile(r"^[ \t]*#", re.M)
 _RETURN_BEFORE = re.compile(r"\breturn\s*-?\s*$")
 _COMPARED = re.compile(r"(?:==|!=|<=|>=|<|>)\s*-?\s*$")
 _ARGS_LINE = re.compile(r"\bargc\b|\bargv\b")
+_SCOPE_OPEN = re.compile(r"(?:\bnamespace(?:\s+[\w:]+)?|\bextern\s+\"C(?:\+\+)?\")\s*$")
+_C_DEFINES = re.compile(r"^\s*#\s*define\s+(\w+)|\b(?:struct|class|enum|union|using|typedef|namespace)\s+(\w+)")
+_C_FUNCTION = re.compile(r"^[\w:<>,*&\s]*?\b(\w+)\s*\(")
+_C_NAMED = re.compile(r"\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)?(?:=(?!=)|\{|;)")
+_C_KEYWORDS = frozenset({"return", "if", "for", "while", "switch", "else", "do", "case", "break", "continue",
+                         "sizeof", "int", "char", "void", "const", "static", "auto", "namespace", "struct", "class"})
 
 
 def _git_added_lines(tree: str, path: str) -> set:
@@ -81,6 +88,42 @@ class CDialect(Dialect):
                 continue
             out.append((kind, s, e))
         return out
+
+    def depths(self, text: str) -> list[int]:
+        """Per line, how many brackets are open where it starts; a namespace's or ``extern "C"``'s braces
+        do not count (a helper in an anonymous namespace is at the tests' level)."""
+        starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
+        out = [0] * len(starts)
+        depth, line, stack = 0, 0, []
+        for kind, s, _e in scan(text, 0, len(text), self):
+            while line + 1 < len(starts) and starts[line + 1] <= s:
+                line += 1
+                out[line] = depth
+            if kind != "other":
+                continue
+            ch = text[s]
+            if ch in "{([":
+                scope = ch == "{" and bool(_SCOPE_OPEN.search(text, max(0, s - 200), s))
+                stack.append(scope)
+                depth += 0 if scope else 1
+            elif ch in "})]":
+                if stack and stack.pop():
+                    continue
+                depth = max(0, depth - 1)
+        for i in range(line + 1, len(starts)):
+            out[i] = depth
+        return out
+
+    def defined(self, line: str) -> list[str]:
+        """Names a C/C++ line outside the tests defines: a macro, a type, a function at file scope, a
+        variable or constant (``constexpr int kLimit = 10;``)."""
+        out = [m.group(1) or m.group(2) for m in _C_DEFINES.finditer(line)]
+        if not line[:1].isspace():
+            m = _C_FUNCTION.match(line)
+            if m:
+                out.append(m.group(1))
+        out += _C_NAMED.findall(line)
+        return [n for n in out if n and n not in _C_KEYWORDS]
 
     def program_literals(self, tree: str, path: str, text: str) -> list[Literal]:
         """The literals of a whole test program a twin may change: those on lines the test patch added and
@@ -132,8 +175,17 @@ class GTestDialect(CDialect):
     """GoogleTest's ``TEST(Suite, Name) { ... }`` declarations, named ``Suite.Name``."""
 
     def declarations(self, text: str) -> list[Decl]:
+        return list(self._declarations(text))
+
+    @functools.lru_cache(maxsize=64)
+    def _declarations(self, text: str) -> tuple:
+        """(ids map to files one at a time: the same file's text is read again and again)"""
         out = []
-        for m in _GTEST_DECL.finditer(text):
+        matches = list(_GTEST_DECL.finditer(text))
+        hidden = [(s, e) for k, s, e in scan(text, 0, len(text), self) if k in ("comment", "string")] if matches else []
+        for m in matches:
+            if any(s <= m.start(1) < e for s, e in hidden):
+                continue  # in a comment or a string
             brace = m.end() - 1
             end = match_close(text, brace, self)
             if end is None:
@@ -143,12 +195,17 @@ class GTestDialect(CDialect):
             while prev > 0:  # comments right above belong to the test
                 above = line_start(text, prev - 1)
                 s = text[above:prev].strip()
-                if s.startswith(("//", "/*", "*")):
+                if s.endswith("*/") and "/*" not in s:
+                    opened = text.rfind("/*", 0, above)
+                    if opened < 0:
+                        break
+                    prev = line_start(text, opened)
+                elif s.startswith(("//", "/*", "*")):
                     prev = above
                 else:
                     break
             out.append(Decl(f"{m.group(2)}.{m.group(3)}", prev, end, m.end(3)))
-        return out
+        return tuple(out)
 
     def target(self, test_id: str, files: list[str], tree: str = "") -> tuple[str, str] | None:
         name = gtest_name(test_id)
