@@ -118,9 +118,21 @@ def test_infrastructure_covers_build_files_tests_and_the_canary():
         assert ctest.infrastructure(p, {}), p
     for p in ("src/strutil.cpp", "include/strutil/strutil.hpp", "README.md", "src/contest.c"):
         assert not ctest.infrastructure(p, {}), p
-    for p in ("Makefile.am", "configure.ac", "m4/ax.m4", "build-aux/test-driver", "tests/a.sh", "tests/a.trs"):
+    for p in ("Makefile.am", "configure.ac", "m4/ax.m4", "build-aux/test-driver", "tests/a.sh", "tests/a.trs",
+              "envgen_canary_feed.c"):
         assert make.infrastructure(p, {}), p
     assert not make.infrastructure("src/calc.c", {})
+
+
+def test_automake_regenerates_a_committed_configure_only_after_a_makefile_am_changed(tmp_path):
+    make = get("make-check")
+    (tmp_path / "configure.ac").write_text("AC_INIT([x],[1])\n")
+    assert make.commands(str(tmp_path), [], "/r", {})[0] == ["autoreconf", "-fi"]
+    (tmp_path / "configure").write_text("#!/bin/sh\n")
+    first = make.commands(str(tmp_path), [], "/r", {})[0]
+    assert first[:2] == ["sh", "-c"] and "-newer configure" in first[2] and "autoreconf -fi" in first[2]
+    (tmp_path / "configure.ac").unlink()
+    assert make.commands(str(tmp_path), [], "/r", {})[0] == ["sh", "./configure"]
 
 
 def test_canary_needs_a_project_call(tmp_path):

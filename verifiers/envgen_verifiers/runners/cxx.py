@@ -410,7 +410,7 @@ class MakeCheck(Runner):
     def infrastructure(self, path: str, options: dict) -> bool:
         name = path.rsplit("/", 1)[-1]
         return name in MAKE_NAMES or name.endswith((".am", ".m4", ".mk")) or under(path, TEST_DIRS) \
-            or name.endswith((".trs", ".log"))
+            or name.endswith((".trs", ".log")) or name.startswith(CANARY_PREFIX)
 
     def commands(self, tree: str, files: list[str], report_dir: str, options: dict) -> list[list[str]]:
         n = str(jobs(options))
