@@ -73,7 +73,8 @@ def test_oracle_scores_one_and_null_zero_in_docker(built):
     (res,) = gate_pack(path, workers=1, sandbox="docker")
     assert res.passed, res.reason
     assert res.probes == {"reference": 1.0, "reference-again": 1.0, "empty": 0.0, "claim": 0.0, "mutated": 0.0,
-                          "noop": 0.0, "plugin-addopts": 0.0, "plugin-conftest": 0.0, "config-only": 0.0}
+                          "noop": 0.0, "plugin-addopts": 0.0, "plugin-conftest": 0.0, "config-only": 0.0,
+                          "forgery": 0.0}
     env = PackEnv(path, sandbox="docker")
     try:
         oracle = rollout(env, OraclePolicy())

@@ -64,7 +64,7 @@ def test_pack_holds_the_lists_the_flaky_test_excluded_and_the_gate_scores(built)
     assert "test_subtract" not in "".join(p.read_text(errors="ignore") for p in pack.env_dir.rglob("*") if p.is_file())
     gate = report.details["tasks"][task.id]["gate"]
     assert gate == {"reference": 1.0, "reference-again": 1.0, "empty": 0.0, "claim": 0.0, "mutated": 0.0, "noop": 0.0,
-                    "plugin-addopts": 0.0, "plugin-conftest": 0.0, "config-only": 0.0}
+                    "plugin-addopts": 0.0, "plugin-conftest": 0.0, "config-only": 0.0, "forgery": 0.0}
     power = load(root / "out" / f"calc-{shas['power'][:12]}").tasks[0].verifier.args
     # the new test module does not import at the base commit: its tests are missing there, so failing
     assert power["FAIL_TO_PASS"] == ["tests/test_power.py::test_power", "tests/test_power.py::test_power_zero"]
@@ -185,7 +185,8 @@ def test_a_gold_patch_that_does_not_apply_is_rejected_with_gits_reason(built, tm
 def test_code_probes_take_plain_pytest_over_yet_score_zero(built, tmp_path):
     """The red-team probes are working attacks: on a checkout with the probe and the test patch applied,
     plain ``python -m pytest`` (what trusting the repository's configuration amounts to) reports the
-    FAIL_TO_PASS test passed (plugin probes) or never runs it (config-only); the verifier scores each 0."""
+    FAIL_TO_PASS test passed (plugin probes, the library-only forgery) or never runs it (config-only); the
+    verifier scores each 0: configuration is restored, and the forgery makes the hidden twins pass too."""
     import shutil
     import subprocess
     import sys
@@ -194,7 +195,7 @@ def test_code_probes_take_plain_pytest_over_yet_score_zero(built, tmp_path):
     pack = load(root / "out" / f"calc-{shas['fix'][:12]}")
     task = pack.tasks[0]
     probes = code_probes(pack, task)
-    assert set(probes) == {"plugin-addopts", "plugin-conftest", "config-only"}
+    assert set(probes) == {"plugin-addopts", "plugin-conftest", "config-only", "forgery"}
     test_patch = (pack.hidden_dir / "test.patch").read_text()
     for name, probe in probes.items():
         calls = probe.calls
@@ -218,5 +219,9 @@ def test_code_probes_take_plain_pytest_over_yet_score_zero(built, tmp_path):
     with open_sandbox(pack, "local") as sbx:
         for name, probe in probes.items():
             verdict = replay(sbx, task, probe.calls, probe.answer).verdict
-            assert verdict.reward == 0.0 and verdict.details["FAIL_TO_PASS"] == "0/1", (name, verdict.details)
-            assert verdict.details["restored"] and verdict.details["canary"] == "failed", (name, verdict.details)
+            assert verdict.reward == 0.0 and verdict.details["canary"] == "failed", (name, verdict.details)
+            if name == "forgery":  # nothing to restore: the forged report is believed only by no one
+                assert verdict.details["FAIL_TO_PASS"] == "1/1" and "twin checks" in verdict.details["reason"]
+                assert "restored" not in verdict.details, verdict.details
+            else:
+                assert verdict.details["FAIL_TO_PASS"] == "0/1" and verdict.details["restored"], (name, verdict.details)
