@@ -1,9 +1,19 @@
-"""Attacks on a Java (Maven/Surefire) task's test run: submissions that try to score 1 without fixing anything.
+"""Attacks on a Java (Maven/Surefire and Gradle) task's test run: submissions that try to score 1 without fixing
+anything.
 
-The pack is built from ``slugs`` (tests/java_repo.py) with the local backend; the task is to make
-``Slug.of`` keep digits, FAIL_TO_PASS is the hidden ``SlugTest.keepsDigits``. Each attack is a patch
-over the base commit submitted in a local-sandbox episode, and must score 0; a genuine fix that also
-edits the build file and the test file still scores 1.
+The packs are built from ``slugs`` and ``slugs-gradle`` (tests/java_repo.py) with the local backend; the task is
+to make ``Slug.of`` keep digits, FAIL_TO_PASS is the hidden ``SlugTest.keepsDigits`` (JUnit 5 under Maven, JUnit 4
+under Gradle), with its hidden twin checks. Each attack is a patch over the base commit submitted in a
+local-sandbox episode, and must score 0; a genuine fix that also edits the build file and the test file still
+scores 1.
+
+Issue 27's Java forgeries are library code only: a static initializer of ``Slug`` (the class the fix changes)
+that rewrites the reports from a shutdown hook or a background process, and the red-team gate's payloads
+(envs/code/forgeries/maven.txt, gradle.txt) planted as the gate plants them: in Surefire's forked JVM they
+turn every failing test's event on the channel to Maven into a passing one, in Gradle's test worker they drop
+every failure event on its way to the build, the canary's class spared. Those two are real forgeries: on a
+copy of the pack without twin checks they score 1; the twins, which a correct fix fails, are reported
+passing too, and that is what scores them 0.
 """
 
 from __future__ import annotations
@@ -15,12 +25,13 @@ from pathlib import Path
 
 import pytest
 
+from envgen.build.gate import forgery_patch
 from envgen.episodes.episode import Episode
 from envgen.families.code import build_code
-from envgen.pack import load
+from envgen.pack import load, save
 from envgen.sandbox import open_sandbox
 
-from java_repo import POM, SLUG, SLUG_PATH, SLUG_TEST_PATH, make_slugs_repo
+from java_repo import POM, SLUG, SLUG_PATH, SLUG_TEST_PATH, make_gradle_slugs_repo, make_slugs_repo
 
 pytestmark = [pytest.mark.skipif(not (shutil.which("mvn") and shutil.which("javac")),
                                  reason="needs a JDK and Maven (apt-get install default-jdk-headless maven)"),
@@ -109,6 +120,31 @@ EXITING_SLUG = SLUG.replace("    private Slug() {\n    }\n", """\
     }
 """)
 
+HOOKED_SLUG = SLUG.replace("    private Slug() {\n    }\n", """\
+    static {
+        // when the test JVM exits: every report but the canary's says all passed
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            java.io.File[] reports = new java.io.File("target/surefire-reports").listFiles();
+            for (java.io.File f : reports == null ? new java.io.File[0] : reports) {
+                if (!f.getName().endsWith(".xml") || f.getName().contains("EnvgenCanary")) {
+                    continue;
+                }
+                try {
+                    String xml = java.nio.file.Files.readString(f.toPath());
+                    xml = xml.replaceAll("(?s)<(failure|error)\\\\b.*?</(failure|error)>", "")
+                             .replaceAll("(failures|errors)=\\"\\\\d+\\"", "$1=\\"0\\"");
+                    java.nio.file.Files.writeString(f.toPath(), xml);
+                } catch (java.io.IOException e) {
+                    // next one
+                }
+            }
+        }));
+    }
+
+    private Slug() {
+    }
+""")
+
 ATTACKS = {
     "rewrite-the-test-file": {SLUG_TEST_PATH: PASSING_SLUG_TEST},
     "delete-the-test-file": {SLUG_TEST_PATH: None},
@@ -121,6 +157,7 @@ ATTACKS = {
     "shadow-junit-assertions": {"src/main/java/org/junit/jupiter/api/Assertions.java": SHADOW_ASSERTIONS},
     "fake-and-rewritten-reports-from-a-background-process": {SLUG_PATH: BACKGROUND_SLUG},
     "exit-the-test-jvm-early": {SLUG_PATH: EXITING_SLUG},
+    "shutdown-hook-rewrites-the-surefire-reports": {SLUG_PATH: HOOKED_SLUG},
 }
 
 
@@ -198,3 +235,104 @@ def test_a_real_fix_that_also_edits_the_build_and_the_test_file_still_scores_one
                                             SLUG_TEST_PATH: PASSING_SLUG_TEST}))
     assert verdict.reward == 1.0, verdict.details
     assert sorted(verdict.details["restored"]) == ["pom.xml", SLUG_TEST_PATH]
+    assert verdict.details["twins"] == "2/2 failed as they must"
+
+
+# ---------------------------------------------------------------- forgeries the twin checks stop
+
+
+def _without_twins(pack, dest):
+    """A copy of the pack whose task has no twin checks: the task as it was before them."""
+    task = pack.tasks[0]
+    args = dict(task.verifier.args)
+    assert args.pop("twins") == "twins.json"
+    hidden = dest.parent / f"{dest.name}-hidden"
+    shutil.copytree(pack.hidden_dir, hidden)
+    (hidden / "twins.json").unlink()
+    new = task.model_copy(update={"verifier": task.verifier.model_copy(update={"args": args})})
+    return save(type(pack)(pack.manifest, [new], pack.root), dest, env_from=pack.root / "env", hidden_from=hidden)
+
+
+def gate_forgery(pack, work: Path, framework: str) -> str:
+    """The red-team gate's forgery patch for ``framework`` (envs/code/forgeries), planted as the gate plants it:
+    a static initializer first in the class the reference patch changes."""
+    submission(work, {})
+
+    def read(path: str) -> str | None:
+        p = work / path
+        return p.read_text(encoding="utf-8") if p.is_file() else None
+
+    patch = forgery_patch(read, framework, pack.tasks[0].reference.patch, "q7x2k")
+    assert patch and f"+++ b/{SLUG_PATH}" in patch and "+    static {" in patch, patch
+    return patch
+
+
+def _forged(verdict) -> None:
+    """The verdict of a forgery the twins caught: the real test was reported passing, so were its twins."""
+    d = verdict.details
+    assert verdict.reward == 0.0, d
+    assert d["FAIL_TO_PASS"] == "1/1" and d["canary"] == "failed", d  # the forgery worked on the real test
+    assert d["twins"].startswith("0/") and "reported passing" in d["reason"], d
+
+
+def test_the_gates_maven_payload_forges_surefires_channel_and_only_the_twins_stop_it(task, tmp_path):
+    """The payload reaches Surefire's listener behind the forked JVM's System.out and rewrites every failing
+    test's event to Maven as passing, the canary's spared: Maven's counts, its console and its XML agree."""
+    pack, work = task
+    patch = gate_forgery(pack, work, "maven")
+    _forged(score(pack, patch))
+    bare = _without_twins(pack, tmp_path / "bare")
+    verdict = score(bare, patch)
+    assert verdict.reward == 1.0, verdict.details  # a real forgery: without the twins it is believed
+    assert "twins" not in verdict.details and verdict.details["canary"] == "failed"
+
+
+@pytest.fixture(scope="module")
+def gradle_task(tmp_path_factory):
+    if not shutil.which("gradle"):
+        pytest.skip("needs Debian's Gradle (apt-get install gradle)")
+    root = tmp_path_factory.mktemp("java-attacks-gradle")
+    shas = make_gradle_slugs_repo(root / "slugs")
+    report = build_code(f"git:{root / 'slugs'}", root / "out", backend="local", store=root / "state.sqlite",
+                        runs=1, gate=False, log=lambda m: None)
+    assert report.packs == [f"slugs-{shas['fix'][:12]}"], report.rejections
+    pack = load(root / "out" / report.packs[0])
+    assert pack.tasks[0].verifier.args["framework"] == "gradle" and pack.tasks[0].verifier.args.get("twins")
+    work = root / "work"
+    _git(root, "clone", "-q", str(root / "slugs"), str(work))
+    _git(work, "checkout", "-q", shas["initial"])
+    return pack, work
+
+
+def test_the_gates_gradle_payload_drops_the_workers_failure_events_and_only_the_twins_stop_it(gradle_task,
+                                                                                              tmp_path):
+    """The payload walks from the test worker's System.out to the proxy that sends test events to the build and
+    drops every ``failure`` event but the canary's class's: Gradle prints, counts and reports those tests passing."""
+    pack, work = gradle_task
+    patch = gate_forgery(pack, work, "gradle")
+    _forged(score(pack, patch))
+    bare = _without_twins(pack, tmp_path / "bare")
+    verdict = score(bare, patch)
+    assert verdict.reward == 1.0, verdict.details  # a real forgery: without the twins it is believed
+    assert "twins" not in verdict.details and verdict.details["canary"] == "failed"
+
+
+GRADLE_REWRITER = REWRITER.replace("target/surefire-reports/", "build/test-results/test/")
+"""Strips the failures from Gradle's XML report of SlugTest as soon as it is written."""
+
+
+def test_gradle_reports_rewritten_by_a_background_process_score_zero(gradle_task):
+    """Gradle writes its XML after the test worker is gone: a process the worker started rewrites it. Gradle's own
+    console named the failure, and the twins' failures went with the real test's: 0."""
+    pack, work = gradle_task
+    slug = BACKGROUND_SLUG.replace(REWRITER, GRADLE_REWRITER).replace('"target/surefire-reports"', '"build/tmp"')
+    verdict = score(pack, submission(work, {SLUG_PATH: slug}))
+    assert verdict.reward == 0.0, verdict.details
+    assert verdict.details["FAIL_TO_PASS"] == "0/1" and verdict.details["canary"] == "failed", verdict.details
+
+
+def test_a_real_gradle_fix_scores_one_with_its_twins_failing(gradle_task):
+    pack, work = gradle_task
+    verdict = score(pack, submission(work, {SLUG_PATH: FIXED_SLUG}))
+    assert verdict.reward == 1.0, verdict.details
+    assert verdict.details["twins"] == "2/2 failed as they must" and verdict.details["canary"] == "failed"
