@@ -133,6 +133,9 @@ def config_file(tree: str, options: dict) -> str | None:
 _MODIFIERS = frozenset({"public", "protected", "private", "static", "final", "abstract"})
 _TEST_TAG = re.compile(r"@test(?![\w-])")
 _TEST_ATTR = re.compile(r"#\[(?:[^\]]*,)?\s*\\?(?:PHPUnit\\Framework\\Attributes\\)?Test\s*(?:[,\]])")
+_PROVIDER = re.compile(r"@dataProvider\s+(\w+)(?![\w:])|"
+                       r"#\[\s*\\?(?:PHPUnit\\Framework\\Attributes\\)?DataProvider\(\s*['\"](\w+)['\"]")
+"""A test's data provider, a method of its own class (``@dataProvider rows``, ``#[DataProvider('rows')]``)."""
 _DOC_LINES = ("/*", "*", "#[", "//", "#")
 """Lines above a method that belong to it: its doc comment, its attributes, comments."""
 
@@ -175,7 +178,7 @@ class PhpDialect(_twins.Dialect):
                 if j >= n or text[toks[j][1]] != "{":
                     i = j
                     continue
-                close = _twins.match_close(text, toks[j][1], self)
+                close = _close(text, toks, j)
                 if close is None:
                     raise ValueError(f"class {name} does not close")
                 cls = (namespace + "\\" + name) if namespace else name
@@ -212,7 +215,7 @@ class PhpDialect(_twins.Dialect):
                 if not (k < n and text[toks[k][1]] == "("):
                     i += 1
                     continue
-                params_end = _twins.match_close(text, toks[k][1], self)
+                params_end = _close(text, toks, k)
                 if params_end is None:
                     raise ValueError(f"{cls}::{text[name_s:name_e]}: parameters do not close")
                 k += 1
@@ -223,7 +226,7 @@ class PhpDialect(_twins.Dialect):
                 if k >= n or text[toks[k][1]] == ";":  # abstract or interface method: no body
                     i = k
                     continue
-                end = _twins.match_close(text, toks[k][1], self)
+                end = _close(text, toks, k)
                 if end is None:
                     raise ValueError(f"{cls}::{text[name_s:name_e]}: body does not close")
                 # the modifiers before ``function`` (words, comments and attributes between)
@@ -255,9 +258,9 @@ class PhpDialect(_twins.Dialect):
         return [d for d, test in self.methods(text) if test]
 
     def tokens(self, text: str, start: int = 0, end: int | None = None) -> list[tuple[str, int, int]]:
-        """The C-like scan without white space, an attribute (``#[...]``) kept out of comments, and a double-quoted string
-        that interpolates a variable (``"$x"``) not offered as a literal (its last character may be
-        a variable's)."""
+        """The C-like scan without white space, an attribute (``#[...]``) kept out of comments, and a
+        double-quoted string that interpolates a variable (``"$x"``) not offered as a literal (its last
+        character may be a variable's)."""
         out = []
         for kind, s, e in _twins.scan(text, start, len(text) if end is None else end, self):
             if kind == "comment" and text.startswith("#[", s):
@@ -297,6 +300,61 @@ class PhpDialect(_twins.Dialect):
                 f"{cls}::{method}"
         return None
 
+    def copies(self, tree: str, path: str, text: str, names: list[str], state: _twins.Twins) -> None:
+        """``twins.in_file_copies``, and for a test whose body has no literal to change but whose data come
+        from a provider method of its class (``@dataProvider rows``, ``#[DataProvider('rows')]``): the real
+        test and each twin get their own copy of the provider (``rows`` + their suffix, written after
+        them), a twin's with one literal of its rows changed (a row's key is never changed: it names the
+        data set), so that neither the tests nor their providers tell the real one from its twins."""
+        methods = self.methods(text)
+        decls = [d for d, test in methods if test]
+        counts: dict = {}
+        for d, _ in methods:
+            counts[d.name] = counts.get(d.name, 0) + 1
+        by_name = {d.name: d for d, _ in methods}
+        edits = []
+        for name in names:
+            if state.budget <= 0:
+                break
+            dcl = next((x for x in decls if x.name == name), None)
+            if dcl is None or counts[name] != 1:
+                continue
+            lits = _twins.literals(text, dcl, self)[:state.per_test]
+            provider = None
+            if not lits:
+                cls, method = name.split("::", 1)
+                head = text[dcl.start:dcl.name_end - len(method)]
+                m = _PROVIDER.search(head)
+                provider = by_name.get(f"{cls}::{m.group(1) or m.group(2)}") if m else None
+                if provider is None or counts[provider.name] != 1:
+                    continue
+                lits = [x for x in _twins.literals(text, provider, self)
+                        if not re.match(r"\s*=>", text[x.end:x.end + 20])][:state.per_test]
+                if not lits:
+                    continue
+            real = state.suffix(self)
+            twin_suffixes = [state.suffix(self) for _ in lits]
+            blocks = []
+            for suffix, lit in [(real, None), *zip(twin_suffixes, lits)]:
+                if provider is None:
+                    blocks.append(_twins._copy(text, dcl, suffix, lit, _twins.changed(lit, self) if lit else ""))
+                    continue
+                p_name = provider.name.split("::", 1)[1]
+                test = _twins._copy(text, dcl, suffix)
+                ref = _PROVIDER.search(test[:dcl.name_end - dcl.start])
+                at = ref.start(1) if ref.group(1) else ref.start(2)
+                test = test[:at] + p_name + suffix + test[at + len(p_name):]
+                blocks.append(test + "\n\n" + _twins._copy(text, provider, suffix, lit,
+                                                          _twins.changed(lit, self) if lit else ""))
+            state.rng.shuffle(blocks)
+            edits.append((dcl.start, dcl.end, "\n\n".join(blocks)))
+            state.record(path, name, real, twin_suffixes)
+        if not edits:
+            return
+        for s, e, new in sorted(edits, reverse=True):
+            text = text[:s] + new + text[e:]
+        state.out["files"][path] = text
+
     def changed(self, text: str, added: list, removed: list) -> list[str]:
         """``Dialect.changed``, and the tests that name a changed helper method of their class (a data
         provider in their doc comment or attributes, a method they call): a test patch that changes only
@@ -319,6 +377,25 @@ class PhpDialect(_twins.Dialect):
                              or words.search(text, d.name_end, d.end)):
                     names.add(d.name)
         return sorted(names)
+
+
+def _close(text: str, toks: list, i: int) -> int | None:
+    """Offset just past the bracket that closes the one at ``toks[i]`` (``twins.match_close`` on the
+    file's tokens, scanned once)."""
+    opener = text[toks[i][1]]
+    closer = {"{": "}", "(": ")", "[": "]"}[opener]
+    depth = 0
+    for j in range(i, len(toks)):
+        kind, s, e = toks[j]
+        if kind != "other":
+            continue
+        if text[s] == opener:
+            depth += 1
+        elif text[s] == closer:
+            depth -= 1
+            if depth == 0:
+                return e
+    return None
 
 
 def _after_arrow(text: str, toks: list, i: int) -> bool:
