@@ -137,6 +137,14 @@ final class CalcTest extends TestCase
         $this->assertSame(1, 1);
     }
 
+    public function testHeredocKeepsItsBraces(): void
+    {
+        $text = <<<EOT
+            a brace { and a quote ' that close nothing
+            EOT;
+        $this->assertSame(8, strpos($text, '{'));
+    }
+
     public function testNothingToChange(): void
     {
         $this->expectException(\\TypeError::class);
@@ -190,7 +198,7 @@ def test_declarations_are_public_test_methods_from_their_doc_comment_to_their_cl
     decls = PHP.declarations(CALC_TEST)
     assert [d.name for d in decls] == [T + "CalcTest::" + n for n in (
         "testAdds", "testAddsRows", "labelsAreTrimmedAndLowered", "positiveNumbers", "testTwiceUsesTheHelper",
-        "testNothingToChange")]
+        "testHeredocKeepsItsBraces", "testNothingToChange")]
     rows = decls[1]
     text = CALC_TEST[rows.start:rows.end]
     assert text.startswith("    /**\n     * Rows from a provider") and text.endswith('"adding $a and $b");\n    }')
@@ -236,7 +244,8 @@ def _write(tmp_path: Path, files: dict) -> None:
 
 IDS = [T + "CalcTest::testAdds", T + "CalcTest::testAddsRows with data set \"small\"",
        T + "CalcTest::testAddsRows with data set #0", T + "CalcTest::labelsAreTrimmedAndLowered",
-       T + "CalcTest::positiveNumbers", T + "CalcTest::testNothingToChange", T + "Edge\\EdgeTest::testValue"]
+       T + "CalcTest::positiveNumbers", T + "CalcTest::testNothingToChange", T + "Edge\\EdgeTest::testValue",
+       T + "CalcTest::testHeredocKeepsItsBraces"]
 
 
 def _plan(tmp_path: Path, ids: list[str] = IDS, seed: int = 3) -> dict:
@@ -249,9 +258,9 @@ def test_a_plan_renames_the_tests_and_writes_twins_that_differ_by_one_literal(tm
     # testNothingToChange has no literal a twin could change; a data-provider test is twinned once, whatever
     # data sets it runs
     assert [t["name"] for t in plan["tests"]] == [T + "CalcTest::" + n for n in (
-        "labelsAreTrimmedAndLowered", "positiveNumbers", "testAdds", "testAddsRows")] + \
+        "labelsAreTrimmedAndLowered", "positiveNumbers", "testAdds", "testAddsRows", "testHeredocKeepsItsBraces")] + \
         [T + "Edge\\EdgeTest::testValue"]
-    assert [len(t["twins"]) for t in plan["tests"]] == [1, 2, 2, 2, 2]  # '  ABC ' ends in a space: not changed
+    assert [len(t["twins"]) for t in plan["tests"]] == [1, 2, 2, 2, 1, 2]  # '  ABC ' ends in a space: not changed
     text = plan["files"]["tests/CalcTest.php"]
     decls = {d.name: d for d in PHP.declarations(text)}
     for t in plan["tests"]:
@@ -302,7 +311,7 @@ def test_with_the_code_right_the_real_tests_pass_and_every_twin_fails(tmp_path):
             outcomes[case.get("class", "") + "::" + case.get("name")] = "failed" if failed else "passed"
     real, twin = twins.split(outcomes, plan)
     assert real and all(o == "passed" for o in real.values()), real
-    assert T + 'CalcTest::testAddsRows with data set "négatif"' in real and len(real) == 8, real
+    assert T + 'CalcTest::testAddsRows with data set "négatif"' in real and len(real) == 9, real
     for t in plan["tests"]:  # every test has twins that fail (a twin whose change makes no difference is
         if t["name"].endswith("::positiveNumbers"):  # #[Test] is PHPUnit 10's: PHPUnit 9 runs none of them
             assert not any(t["real"] in i or any(s in i for s in t["twins"]) for i in outcomes)

@@ -136,6 +136,7 @@ _TEST_ATTR = re.compile(r"#\[(?:[^\]]*,)?\s*\\?(?:PHPUnit\\Framework\\Attributes
 _PROVIDER = re.compile(r"@dataProvider\s+(\w+)(?![\w:])|"
                        r"#\[\s*\\?(?:PHPUnit\\Framework\\Attributes\\)?DataProvider\(\s*['\"](\w+)['\"]")
 """A test's data provider, a method of its own class (``@dataProvider rows``, ``#[DataProvider('rows')]``)."""
+_HEREDOC = re.compile(r"<<<[ \t]*([\"']?)([A-Za-z_]\w*)\1[ \t]*\r?\n")
 _DOC_LINES = ("/*", "*", "#[", "//", "#")
 """Lines above a method that belong to it: its doc comment, its attributes, comments."""
 
@@ -258,14 +259,28 @@ class PhpDialect(_twins.Dialect):
         return [d for d, test in self.methods(text) if test]
 
     def tokens(self, text: str, start: int = 0, end: int | None = None) -> list[tuple[str, int, int]]:
-        """The C-like scan without white space, an attribute (``#[...]``) kept out of comments, and a
-        double-quoted string that interpolates a variable (``"$x"``) not offered as a literal (its last
-        character may be a variable's)."""
+        """The C-like scan without white space; a heredoc or nowdoc (``<<<EOT ... EOT``) one token, never
+        a literal; an attribute (``#[...]``) kept out of comments; a double-quoted string that interpolates
+        a variable (``"$x"``) not offered as a literal (its last character may be a variable's)."""
+        end = len(text) if end is None else end
+        out: list = []
+        pos = start
+        for m in _HEREDOC.finditer(text, start, end):
+            if m.start() < pos:
+                continue
+            close = re.compile(r"^[ \t]*" + re.escape(m.group(2)) + r"(?![A-Za-z0-9_])", re.M).search(text, m.end())
+            stop = min(close.end() if close else end, end)
+            out += self._scan(text, pos, m.start())
+            out.append(("heredoc", m.start(), stop))
+            pos = stop
+        return out + self._scan(text, pos, end)
+
+    def _scan(self, text: str, start: int, end: int) -> list[tuple[str, int, int]]:
         out = []
-        for kind, s, e in _twins.scan(text, start, len(text) if end is None else end, self):
+        for kind, s, e in _twins.scan(text, start, end, self):
             if kind == "comment" and text.startswith("#[", s):
                 out.append(("other", s, s + 1))
-                out += self.tokens(text, s + 1, e)
+                out += self._scan(text, s + 1, e)
                 continue
             if kind == "other" and text[s].isspace():
                 continue
