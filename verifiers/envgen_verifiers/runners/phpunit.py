@@ -16,11 +16,19 @@ Outcomes come from the JUnit log, checked against the TeamCity log PHPUnit write
 test the JUnit log says passed but the TeamCity log says failed, or never finished, failed. The JUnit
 log is written once, when the run ends (a process that exits early leaves none); then the TeamCity log
 alone gives the tests that finished; with neither, the console's failure list (``1) Class::method``).
+Those two are fallbacks (``teamcity``, ``phpunit-console``: ``tests.FALLBACK_SOURCES``) that say why a run
+failed but never earn a verdict: an empty or missing JUnit log is what code that swaps PHPUnit's
+listeners for its own leaves behind, and PHPUnit writes it in every run that ends.
 Ids are PHPUnit's own: ``Fully\\Qualified\\ClassTest::testMethod``, data-provider cases
 ``...::testMethod with data set #0`` or ``... with data set "name"`` (the data values PHPUnit prints
 after them on the console are dropped). Incomplete tests count as skipped; risky tests are errors, as
 PHPUnit's JUnit log reports them. A configuration that stops the run at the first failure
 (``stopOnFailure`` and its kin) runs from a copy without those settings, so every test reports.
+
+Twin checks (``PhpDialect``): a test is a public method named ``test...`` or tagged ``@test`` / ``#[Test]``,
+from its doc comment and attributes to its closing brace, named ``Namespace\\Class::method``; its twins
+sit beside it in the same class. A test whose body has no literal takes its twins' changes from a copy of
+its data provider.
 
 Options (the recipe's): ``phpunit`` (the PHPUnit script: ``vendor/bin/phpunit`` when the repository
 vendors it, else Debian's ``/usr/bin/phpunit``), ``php`` (the interpreter), ``config`` (the
