@@ -53,6 +53,8 @@ def test_docker_build_validates_the_fix_and_rejects_the_breaking_change(built):
     assert [(s["name"], s["rc"]) for s in env["steps"]] == [("debian-go-packages", 0)]
     gate = report.details["tasks"][task.id]["gate"]
     assert gate["reference"] == gate["reference-again"] == 1.0 and gate["empty"] == 0.0, gate
+    assert gate["forgery"] == 0.0, gate  # the Go forgery payload, planted by the gate: the twin checks stop it
+    assert task.verifier.args["twins"] == "twins.json" and task.meta["validation"]["twin_checks"] >= 2
 
 
 def test_oracle_scores_one_and_null_zero_through_gymnasium(built):
@@ -66,4 +68,7 @@ def test_oracle_scores_one_and_null_zero_through_gymnasium(built):
     assert oracle.reward == 1.0, oracle.reward_details
     assert oracle.reward_details["FAIL_TO_PASS"] == "2/2" and oracle.reward_details["PASS_TO_PASS"] == "5/5"
     assert oracle.reward_details["canary"] == "failed"
+    assert oracle.reward_details["twins"].endswith("failed as they must"), oracle.reward_details
+    held, total = oracle.reward_details["twins"].split()[0].split("/")
+    assert held == total and int(total) >= 2, oracle.reward_details
     assert null.reward == 0.0
