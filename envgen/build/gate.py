@@ -817,7 +817,10 @@ def forgery_patch(read, framework: str, reference_patch: str, tok: str) -> str |
         if old is None or test_like.search(code_file) or not code_file.endswith(exts):
             continue
         if placement == "append":
-            return file_diff(code_file, old, old + ("" if old.endswith("\n") else "\n") + "\n" + payload)
+            lead = "" if old.endswith("\n") else "\n"
+            if code_file.endswith(".php") and old.rfind("?>") > old.rfind("<?php"):
+                lead += "<?php\n"  # the file ends outside PHP code: the payload would be printed, not run
+            return file_diff(code_file, old, old + lead + "\n" + payload)
         if placement == "go-file":
             pkg = re.search(r"^package\s+(\w+)", old, re.M)
             if not pkg:
