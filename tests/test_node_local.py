@@ -59,7 +59,10 @@ def test_jest_build_keeps_the_fix_and_the_feature_and_says_why_the_docs_went(jes
     gate = report.details["tasks"][task.id]["gate"]
     assert gate["reference"] == 1.0 and gate["reference-again"] == 1.0
     assert all(v == 0.0 for k, v in gate.items() if not k.startswith("reference")), gate
+    assert gate["forgery"] == 0.0  # jest's expect made a proxy that never throws: the twins give it away
+    assert args["twins"] and task.meta["validation"]["twin_checks"] >= 1
     count = load(root / "out-jest" / f"jest-{shas['count'][:12]}").tasks[0].verifier.args
+    assert count["twins"]  # the test.each table's values are what its twins change
     # the new test file cannot load at the base: its parameterised tests are missing there, so failing
     assert count["FAIL_TO_PASS"] == ['__tests__/count.test.js > wordCount("") is 0',
                                      '__tests__/count.test.js > wordCount("one two  three") is 3']
@@ -100,6 +103,7 @@ def test_vitest_and_typescript_validate_and_judge_gold_and_empty(tmp_path, flavo
     assert args["FAIL_TO_PASS"] == [f"{test_file} > slugify > {F2P}"]
     assert args["PASS_TO_PASS"] == [f"{test_file} > {d} > {t}" for d, t in P2P]
     assert {r["source"] for r in task.meta["validation"]["runs"]} == {source}
+    assert args["twins"] and task.meta["validation"]["twin_checks"] >= 1  # the F2P test's hidden twins
     if flavor == "tsc":
         assert pack.manifest.family == "code" and args["options"]["build"] == ["-p", "tsconfig.json"]
     with open_sandbox(pack, "local") as sbx:
@@ -109,6 +113,7 @@ def test_vitest_and_typescript_validate_and_judge_gold_and_empty(tmp_path, flavo
         ep = Episode(sbx, task)
         empty = ep.finish("done")
     assert gold.reward == 1.0, gold.details
+    assert gold.details["twins"].endswith("failed as they must") and gold.details["twins"].split("/")[0] != "0"
     assert empty.reward == 0.0
 
 

@@ -26,6 +26,7 @@ import gymnasium
 import pytest
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
+from envgen.build.gate import gate
 from envgen.episodes.actions import render_action
 from envgen.episodes.episode import Episode
 from envgen.families.code import build_code
@@ -288,3 +289,12 @@ def test_a_genuine_fix_scores_one_with_the_twins_failing(flavors, flavor):
     assert reward == 1.0, details
     n = len(plan["expect_failing"])
     assert n >= 1 and details["twins"] == f"{n}/{n} failed as they must" and details["rc"] == 1, details
+
+
+def test_the_gate_forgery_probe_rejects_the_twinless_jest_task(flavors):
+    """(The task with its twins passes the same probe: tests/test_node_local.py builds it with the gate.)"""
+    _, bare = flavors("jest")
+    with open_sandbox(bare, "local") as sb:
+        result = gate(sb, bare, bare.tasks[0])
+    assert not result.passed and result.probes["forgery"] == 1.0, result
+    assert result.reason.startswith("forgery scored 1"), result.reason
