@@ -244,6 +244,11 @@ message, never an outcome."""
 _SPEC_NAMES = re.compile(r"[A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*")
 _EXPECTED_FIELD = re.compile(r"(?:want|expect|exp\b|out\b|output|result)", re.I)
 """A table field that holds what a case expects (``want: 3``): its literal is the first a twin changes."""
+_EXPECTED_ASSIGN = re.compile(r"[ \t]*(?:(?:if|switch)[ \t]+)?(?:[\w.]+[ \t]*,[ \t]*)*(?:want|expect|exp\b|wanted)\w*[ \t]*"
+                              r"(?:,[ \t]*[\w.]+[ \t]*)*:?=(?!=)", re.I)
+"""The start of a line that assigns what a test expects (``want := ``, ``got, want := ``)."""
+_PATH_LIKE = re.compile(r"/|\btestdata\b|\.[A-Za-z]\w{0,4}.$")
+"""A string that names a file: a twin that changes it fails to open it, often with a panic."""
 _OVERFLOWS = frozenset(str(2 ** k - 1) for k in (7, 8, 15, 16, 31, 32, 63, 64))
 """Numbers whose successor overflows a sized integer type (a twin must compile)."""
 
@@ -423,6 +428,47 @@ class GoDialect(_twins.Dialect):
                 out.append(_twins.Decl(d.name, d.start, d.end, d.name_end))
         return out
 
+    def copies(self, tree: str, path: str, text: str, names: list[str], state) -> None:
+        """``twins.in_file_copies``, but not of a test that its name matters to: one whose name the
+        package's code mentions outside comments (a table of test functions, a test calling another,
+        a function name checked by reflection) or that reads its own name (``t.Name()``, golden files
+        keyed by it). Renamed, it would not compile or not pass."""
+        decls = {d.name: d for d in self.declarations(text)}
+        folder = os.path.join(tree, _dir(path))
+        sources = [text]
+        try:
+            for n in sorted(os.listdir(folder)):
+                if n.endswith(".go") and n != path.rsplit("/", 1)[-1]:
+                    try:
+                        with open(os.path.join(folder, n), encoding="utf-8", errors="replace") as f:
+                            sources.append(f.read())
+                    except OSError:
+                        continue
+        except OSError:
+            pass
+        mentions: dict = {}
+        for src in sources:
+            wanted = [n for n in names if n in src]
+            if not wanted:
+                continue
+            for kind, s, e in _twins.scan(src, 0, len(src), self):
+                if kind in ("word", "string") and src[s:e] in wanted:
+                    mentions[src[s:e]] = mentions.get(src[s:e], 0) + 1
+                elif kind == "string":
+                    for n in wanted:
+                        if re.search(r"\b" + re.escape(n) + r"\b", src[s:e]):
+                            mentions[n] = mentions.get(n, 0) + 1
+        keep = []
+        for name in names:
+            d = decls.get(name)
+            if d is None or mentions.get(name, 0) > 1:
+                continue
+            m = re.match(r"\s*\(\s*(\w+)", text[d.name_end:d.end])
+            if m and re.search(r"\b" + re.escape(m.group(1)) + r"\.Name\(\)", text[d.name_end:d.end]):
+                continue
+            keep.append(name)
+        _twins.in_file_copies(self, path, text, keep, state)
+
     # -- which file and declaration an id runs
 
     def target(self, test_id: str, files: list[str], tree: str) -> tuple[str, str] | None:
@@ -530,7 +576,9 @@ class GoDialect(_twins.Dialect):
         and bools, then strings. Left out: what
         ``t.Errorf`` and its kind are given (a message), a subtest's name, indexes and array lengths
         (inside ``[...]``), map keys and case labels (a changed one may repeat another), numbers next
-        to a shift or whose successor overflows a sized integer, strings ending in an escape."""
+        to a shift or whose successor overflows a sized integer, strings ending in an escape and
+        strings that name files. When the test compares with a literal, only those are offered (an
+        input changed may make the code under test panic, and a panic ends the whole test binary)."""
         end = len(text) if end is None else end
         toks = _twins.scan(text, start, end, self)
         code = _significant(text, toks)
@@ -541,7 +589,8 @@ class GoDialect(_twins.Dialect):
             ch = text[s:e]
             prev = text[code[k - 1][1]:code[k - 1][2]] if k else ""
             nxt = text[code[k + 1][1]:code[k + 1][2]] if k + 1 < len(code) else ""
-            if kind == "word" and nxt == "(" and prev == "." and (ch in _MESSAGE_CALLS or ch == "Run"):
+            if kind == "word" and nxt == "(" and (prev == "." and (ch in _MESSAGE_CALLS or ch == "Run") or
+                                                  ch == "panic" and prev != "."):
                 close = code[pairs[k + 1]][2] if k + 1 in pairs else end
                 if ch == "Run":  # the subtest's name only
                     if k + 2 < len(code) and code[k + 2][0] == "string":
@@ -560,21 +609,56 @@ class GoDialect(_twins.Dialect):
                     skip.add(s)
                 elif kind == "number" and (text[s:e] in _OVERFLOWS or "<<" in (shift, shift2) or ">>" in (shift, shift2)):
                     skip.add(s)
-                elif kind == "string" and "\\" in text[max(s + 1, e - 12):e - 1]:
+                elif kind == "string" and ("\\" in text[max(s + 1, e - 12):e - 1] or _PATH_LIKE.search(text[s:e])):
                     skip.add(s)
-        first, nums, strs = [], [], []
+        opener = {v: k for k, v in pairs.items()}
+
+        def word(k: int) -> str:
+            return text[code[k][1]:code[k][2]] if 0 <= k < len(code) else ""
+
+        def of_len(k: int) -> bool:  # code[k] closes or opens a len(...)/cap(...) call
+            if word(k) == ")" and k in opener:
+                return word(opener[k] - 1) in ("len", "cap")
+            return word(k) in ("len", "cap")
+
+        strong, weak, nums, strs = [], [], [], []
         for k, (kind, s, e) in enumerate(code):
             if s in skip or kind not in ("number", "string", "word"):
                 continue
-            prev = text[code[k - 1][1]:code[k - 1][2]] if k else ""
-            nxt2 = text[code[k + 1][1]:code[k + 2][2]] if k + 2 < len(code) else ""
-            prev2 = text[code[k - 2][1]:code[k - 1][2]] if k >= 2 else ""
-            field = text[code[k - 2][1]:code[k - 2][2]] if k >= 2 and prev == ":" else ""
-            compared = prev2 in ("!=", "==") or nxt2 in ("!=", "==") or bool(_EXPECTED_FIELD.match(field))
             if kind == "word" and text[s:e] not in self.true_false:
                 continue
-            (first if compared else strs if kind == "string" else nums).append((kind, s, e))
-        return first + nums + strs
+            before, after = word(k - 2) + word(k - 1), word(k + 1) + word(k + 2)
+            field = word(k - 2) if word(k - 1) == ":" else ""
+            if before in ("!=", "==") or after in ("!=", "=="):
+                (weak if of_len(k - 3 if before in ("!=", "==") else k + 3) else strong).append((kind, s, e))
+            elif _EXPECTED_FIELD.match(field) or self._assigned_to_expected(text, code, k):
+                strong.append((kind, s, e))
+            else:
+                (strs if kind == "string" else nums).append((kind, s, e))
+        # an expected value changed makes a twin fail by comparison; an input changed may make the code
+        # under test panic, and a panic ends the whole test binary (the real tests after it go missing):
+        # inputs only when the test compares with no literal but a length
+        if any(k != "string" or (e - s >= 3 and text[e - 2].isalnum()) for k, s, e in strong):
+            return strong + weak
+        return weak + nums + strs
+
+    @staticmethod
+    def _assigned_to_expected(text: str, code: list, k: int) -> bool:
+        """Whether ``code[k]`` is assigned, outside any call, to a variable named like an expectation:
+        ``want := 3``, ``got, want := f(x), "abc"``."""
+        ls = _twins.line_start(text, code[k][1])
+        m = _EXPECTED_ASSIGN.match(text, ls)
+        if not m or m.end() > code[k][1]:
+            return False
+        depth = 0
+        for kind, s, e in code:
+            if s < m.end() or s >= code[k][1]:
+                continue
+            if kind == "other" and text[s] in "([{":
+                depth += 1
+            elif kind == "other" and text[s] in ")]}":
+                depth -= 1
+        return depth == 0
 
 
 def import_path(tree: str, d: str) -> str | None:
