@@ -373,3 +373,67 @@ def test_the_fixture_repositories_fail_to_pass_test_gets_a_twin(tmp_path, flavor
     assert len(plan["tests"]) == 2 and all(t["twins"] for t in plan["tests"]), plan["tests"]
     for p, text in plan["files"].items():
         _node_check(tmp_path, p.replace("/", "_").replace(".js", ".mjs" if flavor == "vitest" else ".cjs"), text)
+
+
+SNAP_TEST = '''const { slugify } = require("./text");
+
+describe("slugify", () => {
+  test("makes a slug", () => {
+    expect({ slug: slugify("Hello World") }).toMatchSnapshot();
+    expect(slugify("A b")).toMatchSnapshot("second");
+  });
+
+  test.each([["X y"], ["Q r"]])("slugs %s", (s) => {
+    expect(slugify(s)).toMatchSnapshot();
+  });
+});
+'''
+
+
+@pytest.mark.parametrize("framework", ["jest", "vitest"])
+def test_snapshots_follow_the_renamed_tests_and_their_twins_fail_against_them(tmp_path, framework):
+    """A real run (``--ci``: a snapshot missing under a test's new name would fail it): the renamed test
+    passes against its own snapshots, each twin fails against them."""
+    from node_repo import cache_root
+
+    found = sorted(cache_root().glob(f"{framework}-*/node_modules"))
+    if NODE is None or not found:
+        pytest.skip(f"needs node and the {framework} fixture's dependencies (tests/node_repo.py)")
+    from envgen_verifiers.tests import run_tests
+
+    ext = ".test.js"
+    test_text = SNAP_TEST if framework == "jest" else (
+        'import { describe, test, expect } from "vitest";\n' + SNAP_TEST.replace(
+            'const { slugify } = require("./text");', 'import { slugify } from "./text.cjs";'))
+    files = {"package.json": '{"name": "s", "private": true}\n',
+             "src/text.cjs": 'exports.slugify = (s) => s.trim().toLowerCase().split(" ").join("-");\n',
+             f"src/text{ext}": test_text.replace("./text", "./text.cjs") if framework == "jest" else test_text}
+    tree = Path(_tree(tmp_path / "repo", files))
+    (tree / "node_modules").symlink_to(found[-1])
+    options = {"modules": [str(found[-1])]}
+    path = f"src/text{ext}"
+    cmd = ([NODE, str(found[-1] / "jest/bin/jest.js"), "--ci=false", path] if framework == "jest"
+           else [NODE, str(found[-1] / "vitest/vitest.mjs"), "run", path])
+    made = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "CI": ""})
+    assert made.returncode == 0, made.stdout + made.stderr
+    snap = tree / "src" / "__snapshots__" / f"text{ext}.snap"
+    assert snap.is_file()
+    ids = [f"{path} > slugify > makes a slug", f"{path} > slugify > slugs X y"]
+    plan = twins.plan(str(tree), JS, ids, [path], seed=2)
+    assert sorted(plan["files"]) == [f"src/__snapshots__/text{ext}.snap", path]
+    new_snap = plan["files"][f"src/__snapshots__/text{ext}.snap"]
+    before = snap.read_text()
+    assert before.count("exports[") == 4
+    # makes a slug: 2 snapshots x (the real test and its twins); slugs X y / Q r: 1 each, x (real + twins)
+    n = {t["name"]: 1 + len(t["twins"]) for t in plan["tests"]}
+    assert new_snap.count("exports[") == 2 * n["slugify > makes a slug"] + 2 * n["slugify > slugs %s"], new_snap
+    twins.write(str(tree), plan)
+    res = run_tests(str(tree), framework, [path], options=options)
+    real, twin_out = twins.split(res["outcomes"], plan)
+    assert real == {f"{path} > slugify > makes a slug": "passed", f"{path} > slugify > slugs X y": "passed",
+                    f"{path} > slugify > slugs Q r": "passed"}, res["tail"]
+    # each twin changes one literal: the row or the assertion it changes fails against the snapshot
+    failing = {t for t, o in twin_out.items() if o == "failed"}
+    for t in plan["tests"]:
+        for s in t["twins"]:
+            assert any(s in f for f in failing), (s, twin_out, res["tail"])

@@ -335,15 +335,18 @@ class JsDialect(_twins.Dialect):
         return out
 
     def copies(self, tree, path, text, names, state):
-        """``twins.in_file_copies``, with two differences: tests whose name matches ids by pattern only
-        (an expression or a template literal with placeholders as their title) get no twin, and the
+        """``twins.in_file_copies``, with three differences: tests whose name matches ids by pattern only
+        (an expression or a template literal with placeholders as their title) get no twin; the
         strings of a table test's table (``test.each([["a", "b"]])``, before the title) are literals a
-        twin may change, like its numbers."""
+        twin may change, like its numbers; and the file's snapshots (``__snapshots__/<file>.snap``,
+        keyed by the test's name) are renamed with it and copied for its twins (jest and vitest run
+        with ``--ci``/``CI``: a snapshot missing under the new name would fail the real test)."""
         decls = self.declarations(text)
         counts: dict = {}
         for dcl in decls:
             counts[dcl.name] = counts.get(dcl.name, 0) + 1
         edits = []
+        renamed: list = []
         for name in names:
             if state.budget <= 0:
                 break
@@ -362,11 +365,18 @@ class JsDialect(_twins.Dialect):
             state.rng.shuffle(blocks)
             edits.append((dcl.start, dcl.end, "\n\n".join(blocks)))
             state.record(path, name, real, suffixes)
+            renamed.append((name, real, suffixes))
         if not edits:
             return
         for s, e, new in sorted(edits, reverse=True):
             text = text[:s] + new + text[e:]
         state.out["files"][path] = text
+        snap = _snapshot_path(path)
+        snap_text = _read(os.path.join(tree, snap))
+        if snap_text is not None:
+            new_snap = renamed_snapshots(snap_text, renamed)
+            if new_snap != snap_text:
+                state.out["files"][snap] = new_snap
 
     def literals(self, text: str, dcl: _twins.Decl) -> list:
         """``twins.literals``, then the strings of a table written before the title (``test.each``)."""
@@ -438,6 +448,67 @@ class JsDialect(_twins.Dialect):
         for i in range(line + 1, len(starts)):
             out[i] = depth
         return out
+
+
+_SNAP_ENTRY = re.compile(r"exports\[`((?:[^`\\]|\\.)*)`\] = `(?:[^`\\]|\\.)*`;\n?", re.S)
+
+
+def _snapshot_path(path: str) -> str:
+    folder, _, name = path.rpartition("/")
+    return f"{folder + '/' if folder else ''}__snapshots__/{name}.snap"
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _snap_unescape(key: str) -> str:
+    return re.sub(r"\\(.)", r"\1", key, flags=re.S)
+
+
+def _snap_escape(key: str) -> str:
+    return re.sub(r"`|\\|\$\{", lambda m: "\\" + m.group(), key)
+
+
+def renamed_snapshots(snap: str, renamed: list) -> str:
+    """A snapshot file (jest's or vitest's) with each renamed test's entries under its new name, and a copy
+    of each for every twin. ``renamed``: [(declaration name, real suffix, [twin suffixes])]. A snapshot's
+    key is the test's describe titles and title (joined by " " in jest's files, " > " in vitest's), then
+    `` 1`` (its count in the test), or the hint of a named snapshot and its count (``: hint 1`` in jest's,
+    `` > hint 1`` in vitest's)."""
+    vitest = "Vitest Snapshot" in snap[:200]
+    joiner, hint = (" > ", " > ") if vitest else (" ", ": ")
+    rules = []
+    for name, real, twin_suffixes in renamed:
+        rx = _pattern(name).pattern.replace(re.escape(SEP), re.escape(joiner))
+        plain = re.compile(f"({rx})( \\d+)", re.S)
+        hinted = re.compile(f"({rx})({re.escape(hint)}.* \\d+)", re.S)
+        rules.append((plain, hinted, real, twin_suffixes))
+    out = []
+    last = 0
+    for m in _SNAP_ENTRY.finditer(snap):
+        key = _snap_unescape(m.group(1))
+        hit = None
+        for plain, hinted, real, twin_suffixes in rules:
+            hit = plain.fullmatch(key) or hinted.fullmatch(key)
+            if hit:
+                break
+        if hit is None:
+            continue
+        entry = m.group(0)
+        copies = []
+        for suffix in [real, *twin_suffixes]:
+            new_key = hit.group(1) + suffix + hit.group(2)
+            copies.append(entry.replace(m.group(1), _snap_escape(new_key), 1))
+        out.append(snap[last:m.start()])
+        out.append("\n".join(c if c.endswith("\n") else c + "\n" for c in copies))
+        last = m.end()
+    out.append(snap[last:])
+    return "".join(out)
 
 
 def _template_title(text: str, d: _twins.Decl) -> bool:
