@@ -269,6 +269,16 @@ def test_a_plan_renames_real_tests_and_writes_twins_that_still_parse(tmp_path):
     assert plan == twins.plan(tree, JS, ids, [f], seed=7)  # seeded
 
 
+def test_a_test_in_a_describe_named_by_an_expression_gets_twins(tmp_path):
+    text = ('const { Parser } = require("../src/parser");\n\ndescribe(Parser.name, () => {\n'
+            '  it("parses a number", () => {\n    expect(new Parser().parse("12")).toBe(12);\n  });\n});\n')
+    tree = _tree(tmp_path, {"test/parser.test.js": text})
+    assert JS.target("test/parser.test.js > Parser > parses a number", ["test/parser.test.js"], tree) == \
+        ("test/parser.test.js", "\x00Parser.name > parses a number")
+    plan = twins.plan(tree, JS, ["test/parser.test.js > Parser > parses a number"], ["test/parser.test.js"])
+    assert len(plan["tests"]) == 1 and plan["files"]["test/parser.test.js"].count("describe(Parser.name") == 1
+
+
 def test_vitest_typescript_and_mocha_plans_keep_each_file_valid(tmp_path):
     files = {"src/sum.test.js": VITEST_FILE, "src/render.test.ts": TS_FILE, "test/count.test.js": MOCHA_FILE}
     tree = _tree(tmp_path, files)

@@ -351,7 +351,8 @@ class JsDialect(_twins.Dialect):
             if state.budget <= 0:
                 break
             dcl = next((x for x in decls if x.name == name), None)
-            if dcl is None or counts[name] != 1 or DYNAMIC in name or _template_title(text, dcl):
+            if dcl is None or counts[name] != 1 or name.split(SEP)[-1].startswith(DYNAMIC) or \
+                    _template_title(text, dcl):
                 continue
             lits = self.literals(text, dcl)[:state.per_test]
             if not lits:
