@@ -359,6 +359,9 @@ def test_automake_test_programs_forged_from_the_library_are_caught_by_the_twins(
     assert reward == 0.0, details
     if attack == "destructor-exits-zero":
         _forged(details, pack)
+    else:  # the rewrite races the harness: when it wins, the twins pass with the real test
+        print("trs rewrite:", details["FAIL_TO_PASS"], details.get("twins"), details.get("reason"))
+        assert details["FAIL_TO_PASS"] == "0/1" or "twin checks" in details["reason"], details
 
 
 @pytest.mark.parametrize("which", ["strutil", "vec", "amcalc"])
