@@ -48,6 +48,7 @@ def test_the_c_fix_becomes_a_validated_pack(built):
     gate = report.details["tasks"][task.id]["gate"]
     assert gate["reference"] == 1.0 and gate["reference-again"] == 1.0
     assert gate["empty"] == 0.0 and gate["noop"] == 0.0 and gate["mutated"] == 0.0
+    assert gate["forgery"] == 0.0  # envs/code/forgeries/ctest.txt: its process exits 0, the twin programs pass
 
 
 def test_gold_scores_one_and_empty_zero_in_a_local_episode(built):
@@ -82,3 +83,4 @@ def test_an_automake_project_is_validated_from_its_trs_files_and_gated(tmp_path)
     assert args["twins"] == "twins.json" and task.meta["validation"]["twin_checks"] >= 1  # twin test programs
     gate = report.details["tasks"][task.id]["gate"]
     assert gate["reference"] == 1.0 and gate["empty"] == 0.0 and gate["mutated"] == 0.0 and gate["noop"] == 0.0
+    assert gate["forgery"] == 0.0  # envs/code/forgeries/make-check.txt
