@@ -244,7 +244,8 @@ message, never an outcome."""
 _SPEC_NAMES = re.compile(r"[A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*")
 _EXPECTED_FIELD = re.compile(r"(?:want|expect|exp\b|out\b|output|result)", re.I)
 """A table field that holds what a case expects (``want: 3``): its literal is the first a twin changes."""
-_EXPECTED_ASSIGN = re.compile(r"[ \t]*(?:(?:if|switch)[ \t]+)?(?:[\w.]+[ \t]*,[ \t]*)*(?:want|expect|exp\b|wanted)\w*[ \t]*"
+_EXPECTED_ASSIGN = re.compile(r"[ \t]*(?:(?:if|switch)[ \t]+)?(?:[\w.]+[ \t]*,[ \t]*)*"
+                              r"(?:want|expect|exp\b|wanted)\w*[ \t]*"
                               r"(?:,[ \t]*[\w.]+[ \t]*)*:?=(?!=)", re.I)
 """The start of a line that assigns what a test expects (``want := ``, ``got, want := ``)."""
 _PATH_LIKE = re.compile(r"/|\btestdata\b|\.[A-Za-z]\w{0,4}.$")
@@ -306,7 +307,8 @@ class GoDialect(_twins.Dialect):
                 depth += 1
             elif kind == "other" and word in ")]}":
                 depth = max(0, depth - 1)
-            elif kind == "word" and depth == 0 and word in _TOP_KEYWORDS and not text[_twins.line_start(text, s):s].strip():
+            elif kind == "word" and depth == 0 and word in _TOP_KEYWORDS and \
+                    not text[_twins.line_start(text, s):s].strip():
                 decl, i = self._one(text, code, pairs, i, word)
                 if decl is not None:
                     out.append(decl)
@@ -484,7 +486,8 @@ class GoDialect(_twins.Dialect):
         if where is None:
             return None
         try:
-            names = sorted(n for n in os.listdir(os.path.join(tree, where) if where else tree) if n.endswith("_test.go"))
+            names = sorted(n for n in os.listdir(os.path.join(tree, where) if where else tree)
+                           if n.endswith("_test.go"))
         except OSError:
             return None
         found = []
@@ -607,7 +610,7 @@ class GoDialect(_twins.Dialect):
                 shift2 = text[code[k + 1][1]:code[k + 2][2]] if k + 2 < len(code) else ""
                 if (stack and stack[-1] == "[") or re.match(r"\s*:(?!=)", text[e:e + 4]):
                     skip.add(s)
-                elif kind == "number" and (text[s:e] in _OVERFLOWS or "<<" in (shift, shift2) or ">>" in (shift, shift2)):
+                elif kind == "number" and (text[s:e] in _OVERFLOWS or {"<<", ">>"} & {shift, shift2}):
                     skip.add(s)
                 elif kind == "string" and ("\\" in text[max(s + 1, e - 12):e - 1] or _PATH_LIKE.search(text[s:e])):
                     skip.add(s)
