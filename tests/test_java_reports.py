@@ -271,3 +271,37 @@ def test_a_nested_class_failure_printed_under_its_outer_class_adds_no_test(tmp_p
     outcomes, _, _ = Maven().parse(str(rd), console, [], {})
     assert outcomes["com.acme.CalcTest$Inner.deep"] == "failed" and "com.acme.CalcTest.deep" not in outcomes
     assert outcomes["com.acme.CalcTest.add"] == "passed"
+
+
+def test_a_failure_gradle_did_not_print_is_in_a_report_it_did_not_write(tmp_path):
+    """Gradle prints every failing test (the init script asks for it; the test worker's own output never reaches
+    its console): a report that names a failure Gradle did not print was written by someone else, and that test
+    counts as not reported (a forged canary failure is a missing canary)."""
+    from envgen_verifiers.runners.java import GRADLE_INIT, Gradle
+
+    assert "testLogging { events 'failed' }" in GRADLE_INIT and "ignoreFailures = false" in GRADLE_INIT
+    rd = tmp_path / "envgen-report-G"
+    rd.mkdir()
+    for p in (SAMPLES / "gradle-junit4").glob("TEST-*.xml"):
+        shutil.copy(p, rd / p.name)
+    console = (SAMPLES / "gradle-junit4" / "console.txt").read_text(encoding="utf-8")
+    quiet = "\n".join(ln for ln in console.splitlines() if "sums[2] FAILED" not in ln)
+    outcomes, messages, _ = Gradle().parse(str(rd), quiet, [], {})
+    assert "com.acme.SumParamTest.sums[2]" not in outcomes and "com.acme.SumParamTest.sums[2]" not in messages
+    assert outcomes["com.acme.CalcTest.failsWithUnicode"] == "failed" and outcomes["com.acme.SumParamTest.sums[0]"] == "passed"
+
+
+def test_the_reports_of_a_run_whose_test_jvm_died_prove_nothing(tmp_path):
+    """Surefire logs a forked JVM that exited (``System.exit``, ``halt``) before saying goodbye; with test failures
+    ignored Maven still exits 0. What the reports say is then what the dead JVM left on disk: every test errs."""
+    rd = tmp_path / "envgen-report-SAMPLE"
+    rd.mkdir()
+    for p in (SAMPLES / "junit5").glob("TEST-*.xml"):
+        shutil.copy(p, rd / p.name)
+    console = (SAMPLES / "junit5" / "console.txt").read_text(encoding="utf-8")
+    died = console + ("\n[ERROR] ExecutionException The forked VM terminated without properly saying goodbye. VM crash or "
+                      "System.exit called?\n")
+    outcomes, messages, source = Maven().parse(str(rd), died, [], {})
+    assert source == "junit" and set(outcomes.values()) == {"error"}
+    assert "the test JVM died" in messages["com.acme.CalcTest.add"]
+    assert set(Maven().parse(str(rd), console, [], {})[0].values()) != {"error"}

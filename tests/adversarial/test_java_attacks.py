@@ -226,7 +226,9 @@ def test_attack_scores_zero(task, attack):
         # it: the report disagrees with the failure count Surefire printed, so none of its tests passed
         assert verdict.details["PASS_TO_PASS"] == "0/6" and verdict.details["report"] == "junit"
     if attack == "exit-the-test-jvm-early":
-        assert verdict.details["PASS_TO_PASS"] == "0/6"
+        # Maven, which runs with test failures ignored, logs the crashed fork and exits 0: the run's exit status
+        # is 1 all the same
+        assert verdict.details["PASS_TO_PASS"] == "0/6" and verdict.details["rc"] == 1
 
 
 def test_a_real_fix_that_also_edits_the_build_and_the_test_file_still_scores_one(task):
@@ -336,3 +338,65 @@ def test_a_real_gradle_fix_scores_one_with_its_twins_failing(gradle_task):
     verdict = score(pack, submission(work, {SLUG_PATH: FIXED_SLUG}))
     assert verdict.reward == 1.0, verdict.details
     assert verdict.details["twins"] == "2/2 failed as they must" and verdict.details["canary"] == "failed"
+
+
+HALTING_FORGER = SLUG.replace("    private Slug() {\n    }\n", """\
+    static {
+        // the reports the runner would write, every test passing but the canary's, then the test JVM exits 0
+        // before any test outcome reaches the build
+        try {
+            java.nio.file.Path dir = java.nio.file.Paths.get("REPORTS");
+            String suffix = System.getProperty("surefire.reportNameSuffix");  // Maven hands its -D's to the fork
+            java.nio.file.Files.createDirectories(dir);
+            java.util.List<java.nio.file.Path> sources;
+            try (java.util.stream.Stream<java.nio.file.Path> s = java.nio.file.Files.walk(java.nio.file.Paths.get("src/test"))) {
+                sources = s.filter(p -> p.toString().endsWith(".java")).collect(java.util.stream.Collectors.toList());
+            }
+            for (java.nio.file.Path p : sources) {
+                String cls = "com.acme.text." + p.getFileName().toString().replace(".java", "");
+                String verdict = cls.contains("EnvgenCanary") ? "<failure message=\\"canary\\"/>" : "";
+                StringBuilder xml = new StringBuilder("<testsuite name=\\"" + cls + "\\">");
+                java.util.regex.Matcher m = java.util.regex.Pattern.compile("void (\\\\w+)\\\\(")
+                        .matcher(java.nio.file.Files.readString(p));
+                while (m.find()) {
+                    xml.append("<test" + "case name=\\"" + m.group(1) + "\\" classname=\\"" + cls + "\\">" + verdict
+                               + "</test" + "case>");
+                }
+                String name = "TEST-" + cls + (suffix == null ? "" : "-" + suffix) + ".xml";
+                java.nio.file.Files.writeString(dir.resolve(name), xml + "</testsuite>");
+            }
+        } catch (Exception e) {
+            // nothing to forge
+        }
+        Runtime.getRuntime().halt(0);
+    }
+
+    private Slug() {
+    }
+""")
+"""Slug whose static initializer writes every report (REPORTS: where the runner finds them) and halts the JVM."""
+
+
+def test_a_gradle_worker_that_writes_the_reports_and_exits_0_scores_zero_even_without_twins(gradle_task, tmp_path):
+    """The worker writes every report, the canary's failing, and halts before any test outcome reaches the build.
+    Even without the twins (which the forger cannot tell from the real test) the verdict does not believe it:
+    Gradle prints every failure it sees, and it never saw the canary's."""
+    pack, work = gradle_task
+    bare = _without_twins(pack, tmp_path / "bare")
+    verdict = score(bare, submission(work, {SLUG_PATH: HALTING_FORGER.replace("REPORTS", "build/test-results/test")}))
+    d = verdict.details
+    assert verdict.reward == 0.0, d
+    assert d["FAIL_TO_PASS"] == "1/1" and d["PASS_TO_PASS"] == "2/2", d  # the forged reports were read,
+    assert d["canary"] == "missing" and "screen" not in d, d  # but Gradle never printed the canary's failure
+
+
+def test_a_surefire_fork_that_writes_the_reports_and_exits_0_scores_zero_even_without_twins(task, tmp_path):
+    """The forked JVM knows the run's report names (Maven hands its -D's to it), writes every report and halts;
+    Maven, with test failures ignored, logs the dead fork and exits 0. The runner's exit status is 1 all the
+    same, and a run whose test JVM died has no report to believe."""
+    pack, work = task
+    bare = _without_twins(pack, tmp_path / "bare")
+    verdict = score(bare, submission(work, {SLUG_PATH: HALTING_FORGER.replace("REPORTS", "target/surefire-reports")}))
+    d = verdict.details
+    assert verdict.reward == 0.0, d
+    assert d["FAIL_TO_PASS"] == "0/1" and d["PASS_TO_PASS"] == "0/6" and d["rc"] == 1, d

@@ -209,6 +209,11 @@ class Maven(Runner):
                     else:
                         merge(outcomes, messages, tid, c.outcome, c.message)
         console = parse_console(output)
+        crashed = FORK_DIED.search(output)
+        if outcomes and crashed:
+            # the forked JVM died before it said goodbye: what its reports say is what it left on disk
+            for tid in outcomes:
+                outcomes[tid], messages[tid] = ERROR, f"the test JVM died ({crashed.group(0)}): its reports prove nothing"
         if outcomes:
             # and a test it printed as failing is failing, whatever a report says
             for tid, outcome in console.items():
@@ -252,6 +257,9 @@ class Maven(Runner):
         return file_of(test_id, files)
 
 
+FORK_DIED = re.compile(r"The forked VM terminated without properly saying goodbye|There was an error in the forked "
+                       r"process|ExecutionException[^\n]*forked|The forked VM terminated|Crashed tests:")
+"""What Maven logs when a test JVM it forked died (``System.exit``, ``halt``, a crash) instead of finishing."""
 SUMMARY = re.compile(r"Tests run: (\d+), Failures: (\d+), Errors: (\d+), Skipped: (\d+).*? - in ([\w.$]+)")
 
 
@@ -360,6 +368,11 @@ class Gradle(Maven):
             for tid, outcome in printed.items():
                 if outcome == FAILED and outcomes.get(tid) not in (FAILED, ERROR):
                     merge(outcomes, messages, tid, FAILED, "Gradle printed this test as failed")
+            # and it prints every failure it saw (the test worker's output never reaches its console): a
+            # failure it did not print is in a report it did not write; that test was not reported
+            for tid in [t for t, o in outcomes.items() if o in (FAILED, ERROR) and printed.get(t) != FAILED]:
+                del outcomes[tid]
+                messages.pop(tid, None)
             return outcomes, messages, "junit"
         return printed, {}, "console"
 
@@ -371,13 +384,16 @@ allprojects {
     afterEvaluate { project ->
         project.repositories.clear()
         project.repositories.maven { url 'REPO' }
-        project.tasks.withType(Test) { ignoreFailures = false; enabled = true; onlyIf { true } }
+        project.tasks.withType(Test) {
+            ignoreFailures = false; enabled = true; onlyIf { true }
+            testLogging { events 'failed' }
+        }
     }
 }
 """
 """Gradle init script of a run: repositories replaced by the offline one, test tasks enabled and run, and a
 failing test fails its task (``--continue`` runs the other projects' tests all the same), so Gradle's exit
-status says whether tests failed."""
+status says whether tests failed, and Gradle prints every failing test (the runner reads those lines)."""
 
 
 def wrap(tree: str, report_dir: str, kind: str, suffix: str, cmd: list[str]) -> list[str]:
