@@ -1,9 +1,13 @@
 """C++ end to end in Docker: ``strutil`` (CMake + GoogleTest from Debian, tests/cxx_repo.py) built with the
 docker backend on the ``gcc`` toolchain layer, validated in its task image, then rolled out through
 ``gymnasium.make``: the oracle scores 1, the null policy 0, and the agent builds and runs the tests in its own
-working tree (/work allows executing what is built there). One build for the module."""
+working tree (/work allows executing what is built there); the red-team gate's forgery payload
+(envs/code/forgeries/ctest.txt: at exit, every failure taken out of GoogleTest's XML) buys the task only on a
+copy of the pack without its twin checks. One build for the module."""
 
 from __future__ import annotations
+
+import shutil
 
 import gymnasium
 import pytest
@@ -11,7 +15,8 @@ import pytest
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
 from envgen.episodes.actions import render_action
 from envgen.families.code import build_code
-from envgen.pack import load
+from envgen.pack import load, save
+from envgen.paths import bundled
 from envgen.policies.builtin import NullPolicy, OraclePolicy, rollout
 from envgen.sandbox.images import stderr_log
 
@@ -44,6 +49,7 @@ def test_the_gtest_fix_is_validated_in_docker_with_per_test_ids(built):
                                     "Words/Upper.Converts/0", "Words/Upper.Converts/1", "Words/Upper.Converts/2"]
     runs = pack.tasks[0].meta["validation"]["runs"]
     assert {(r["source"], r["canary"]) for r in runs} == {("gtest+ctest-junit", "failed")}
+    assert args["twins"] == "twins.json" and pack.tasks[0].meta["validation"]["twin_checks"] == 2
 
 
 def test_oracle_scores_one_and_null_zero_through_gymnasium(built):
@@ -56,6 +62,7 @@ def test_oracle_scores_one_and_null_zero_through_gymnasium(built):
         env.close()
     assert oracle.reward == 1.0, oracle.reward_details
     assert oracle.reward_details["FAIL_TO_PASS"] == "1/1" and oracle.reward_details["PASS_TO_PASS"] == "7/7"
+    assert oracle.reward_details["twins"] == "2/2 failed as they must"
     assert null.reward == 0.0
 
 
@@ -71,3 +78,39 @@ def test_the_agent_builds_and_runs_the_tests_in_its_working_tree(built):
         env.close()
     assert not (terminated or truncated)
     assert "[  PASSED  ] 7 tests." in obs and "[exit code 0]" in obs, obs
+
+
+def _without_twins(pack, dest):
+    """A copy of the pack whose task has no twin checks: the task as it was before them."""
+    task = pack.tasks[0]
+    args = dict(task.verifier.args)
+    assert args.pop("twins") == "twins.json"
+    hidden = dest.parent / f"{dest.name}-hidden"
+    shutil.copytree(pack.hidden_dir, hidden)
+    (hidden / "twins.json").unlink()
+    new = task.model_copy(update={"verifier": task.verifier.model_copy(update={"args": args})})
+    return save(type(pack)(pack.manifest, [new], pack.root), dest, env_from=pack.root / "env", hidden_from=hidden)
+
+
+def test_the_gates_forgery_payload_buys_the_task_only_without_the_twins(built, tmp_path):
+    root, shas, report = built
+    pack = load(root / "out" / report.packs[0])
+    payload = (bundled("envs") / "code" / "forgeries" / "ctest.txt").read_text().split("\n", 1)[1]
+    plant = f"cat >> src/strutil.cpp <<'ENVGEN_PAYLOAD'\n\n{payload.replace('{tok}', '5eed')}ENVGEN_PAYLOAD\n"
+    scores = {}
+    for name, p in (("bare", _without_twins(pack, tmp_path / "bare")), ("twins", pack)):
+        env = gymnasium.make("envgen/Pack-v0", pack=str(p.root), sandbox="docker")
+        try:
+            env.reset()
+            for call in (("bash", {"command": plant}), ("submit", {})):
+                obs, _, terminated, truncated, _ = env.step(render_action("", [call]))
+                assert not (terminated or truncated), obs
+            _, reward, terminated, _, info = env.step("I fixed the issue.")
+            assert terminated
+            scores[name] = (reward, info["reward_details"])
+        finally:
+            env.close()
+    reward, details = scores["bare"]
+    assert reward == 1.0 and details["FAIL_TO_PASS"] == "1/1" and details["canary"] == "failed", details
+    reward, details = scores["twins"]
+    assert reward == 0.0 and details["twins"] == "0/2 failed as they must", details
