@@ -245,6 +245,19 @@ def test_a_plain_ctest_test_becomes_twin_programs_registered_like_it(tmp_path, c
     assert names == sorted(["vec_push", *("vec_pop" + s for s in sfx)])
 
 
+def test_the_renamed_target_is_renamed_in_every_build_file_that_names_it(tmp_path):
+    tree = _ctest_project(tmp_path, LITERAL)
+    top = (tree / "CMakeLists.txt").read_text() + "add_custom_target(check_all DEPENDS test_vec)\n"
+    (tree / "CMakeLists.txt").write_text(top)
+    plan = twins.plan(str(tree), CTEST, ["vec_pop"], ["tests/test_vec.c"], seed=7)
+    real = plan["tests"][0]["real"]
+    assert f"add_custom_target(check_all DEPENDS test_vec{real})" in plan["files"]["CMakeLists.txt"]
+    if shutil.which("cmake"):
+        twins.write(str(tree), plan)
+        out = subprocess.run(["cmake", "-S", str(tree), "-B", str(tmp_path / "b")], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+
+
 def test_a_whole_test_program_changed_anywhere_is_changed_as_a_whole():
     lines = VEC_TEST.splitlines()
     no = lines.index("  return 0;") + 1
@@ -336,3 +349,42 @@ def test_the_automake_canary_is_registered_as_the_tests_are(tmp_path):
     assert path == "tests/envgen_canary_0abc.c" and "return 1;" in text
     assert "TESTS += envgen_canary_0abc" in (tmp_path / "tests" / "Makefile.am").read_text()
     assert get("make-check").canary(str(tmp_path / "tests" / "none"), [], "0abc", {}) is None
+
+
+CATCH_SRC = """\
+#include <catch2/catch.hpp>
+
+#include <string>
+
+static std::string twice(const std::string& s) { return s + s; }
+
+// TEST_CASE("commented out", "[x]") {}
+TEST_CASE("twice repeats the word", "[twice]") {
+  REQUIRE(twice("ab") == "abab");
+  SECTION("empty") { CHECK(twice("").size() == 0); }
+}
+
+SCENARIO("twice of \\"x\\"") {
+  GIVEN("a letter") { REQUIRE(twice("x").size() == 2); }
+}
+"""
+
+
+def test_catch2_test_cases_are_twinned_inside_their_names(tmp_path):
+    assert [d.name for d in CTEST.declarations(CATCH_SRC)] == ["twice repeats the word", 'Scenario: twice of "x"']
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "twice.cpp").write_text(CATCH_SRC)
+    files = ["tests/twice.cpp"]
+    assert CTEST.target('Scenario: twice of "x"', files, str(tmp_path)) == ("tests/twice.cpp", 'Scenario: twice of "x"')
+    plan = twins.plan(str(tmp_path), CTEST, ["twice repeats the word", 'Scenario: twice of "x"'], files, seed=2)
+    text = plan["files"]["tests/twice.cpp"]
+    for t in plan["tests"]:
+        assert t["real"].startswith(" ") and len(t["real"]) == 6
+    words = next(t for t in plan["tests"] if t["name"] == "twice repeats the word")
+    for sfx in [words["real"], *words["twins"]]:
+        assert f'TEST_CASE("twice repeats the word{sfx}", "[twice]")' in text
+    assert 'REQUIRE(twice("ab") == "abac");' in text and 'REQUIRE(twice("ac") == "abab");' in text
+    assert CTEST.changed(CATCH_SRC, [(10, '  REQUIRE(twice("ab") == "abab");')], []) == ["twice repeats the word"]
+    if Path("/usr/include/catch2/catch.hpp").exists():
+        (tmp_path / "out.cpp").write_text(text)
+        _compiles(tmp_path / "out.cpp")

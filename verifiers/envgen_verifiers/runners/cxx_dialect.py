@@ -224,6 +224,49 @@ class GTestDialect(CDialect):
         return None
 
 
+_CATCH_DECL = re.compile(r'^[ \t]*(TEST_CASE|SCENARIO|TEST_CASE_METHOD[ \t]*\([ \t]*[\w:<>]+[ \t]*,)[ \t]*\(?[ \t]*'
+                         r'"((?:[^"\\\n]|\\.)*)"', re.M)
+
+
+class Catch2Dialect(CDialect):
+    """Catch2's ``TEST_CASE("name", "[tags]") { ... }`` (``SCENARIO``: ``Scenario: name``;
+    ``TEST_CASE_METHOD``); ids are the CTest names ``catch_discover_tests`` gives them, the test case's
+    name. A twin's suffix goes inside the name, after a space."""
+
+    sep = " "
+
+    def declarations(self, text: str) -> list[Decl]:
+        out = []
+        matches = list(_CATCH_DECL.finditer(text))
+        hidden = [(s, e) for k, s, e in scan(text, 0, len(text), self) if k == "comment"] if matches else []
+        for m in matches:
+            if any(s <= m.start(1) < e for s, e in hidden):
+                continue
+            brace = text.find("{", m.end())
+            close = match_close(text, text.index("(", m.start(1)), self) if "(" in text[m.start(1):m.end()] else None
+            if brace < 0 or close is None or close > brace + 1 or text[close:brace].strip():
+                continue
+            end = match_close(text, brace, self)
+            if end is None:
+                continue
+            name = m.group(2).replace('\\"', '"')
+            out.append(Decl(("Scenario: " if m.group(1) == "SCENARIO" else "") + name, line_start(text, m.start(1)),
+                            end, m.end(2)))
+        return out
+
+    def target(self, test_id: str, files: list[str], tree: str = "") -> tuple[str, str] | None:
+        for f in files:
+            if not f.endswith(C_SOURCES):
+                continue
+            text = _read(tree, f)
+            if text and any(d.name == test_id for d in self.declarations(text)):
+                return f, test_id
+        return None
+
+
+CATCH2 = Catch2Dialect()
+
+
 # ---------------------------------------------------------------- CMake
 
 
@@ -443,8 +486,11 @@ def ctest_registrations(tree: str, files: list[str] = (), state: Twins | None = 
 class CTestDialect(GTestDialect):
     """GoogleTest cases in-file; plain CTest tests as whole programs (see the module's docstring)."""
 
+    def declarations(self, text: str) -> list[Decl]:
+        return super().declarations(text) or CATCH2.declarations(text)
+
     def target(self, test_id: str, files: list[str], tree: str = "") -> tuple[str, str] | None:
-        found = super().target(test_id, files, tree)
+        found = super().target(test_id, files, tree) or CATCH2.target(test_id, files, tree)
         if found is not None:
             return found
         reg = _cached_registrations(tree, list(files)).get(test_id) if tree else None
@@ -453,6 +499,9 @@ class CTestDialect(GTestDialect):
         return reg.source, test_id
 
     def copies(self, tree: str, path: str, text: str, names: list[str], state: Twins) -> None:
+        if CATCH2.declarations(text) and not super().declarations(text):
+            in_file_copies(CATCH2, path, text, names, state)
+            return
         if self.declarations(text) or not self.is_program(text):
             in_file_copies(self, path, text, names, state)
             return
@@ -482,7 +531,8 @@ class CTestDialect(GTestDialect):
         files: dict = {path: None}
         for src, t in zip(sources, [text] + [_changed_text(text, lit, self) for lit in lits]):
             files[src] = t
-        texts = {cml: _read(tree, cml, state) or "" for cml in {exe_cml, *(r.cml for r in regs)}}
+        texts = {cml: _read(tree, cml, state) or "" for cml in {exe_cml, *(r.cml for r in regs), *_cmake_files(tree)}}
+        texts = {cml: t for cml, t in texts.items() if cml == exe_cml or prog_re.search(t)}
         edits: dict = {cml: {} for cml in texts}
         # every command that names the target (add_test's COMMAND, dependencies) runs the real program
         for cml, t in texts.items():
