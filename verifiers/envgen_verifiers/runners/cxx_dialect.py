@@ -3,7 +3,9 @@
 GoogleTest (``GTestDialect``): a test is a ``TEST(Suite, Name) { ... }`` (``TEST_F``, ``TEST_P``,
 ``TYPED_TEST``, ``TYPED_TEST_P``) in a C++ source; its twins are copies beside it in the same file, the
 ``Name`` argument renamed with a random suffix (``Split.Basic`` runs as ``Split.Basic_k3x9q``; a
-parameterised ``Inst/Suite.Name/0`` as ``Inst/Suite.Name_k3x9q/0``).
+parameterised ``Inst/Suite.Name/0`` as ``Inst/Suite.Name_k3x9q/0``). Catch2 (``Catch2Dialect``): a
+``TEST_CASE("name", "[tags]") { ... }`` (``SCENARIO``, ``TEST_CASE_METHOD``), whose CTest name is the case's
+name; the suffix goes inside the name (``name k3x9q``).
 
 Whole programs (a plain CTest test, ``add_test(NAME t COMMAND prog args)``; an Automake test,
 ``check_PROGRAMS``/``TESTS``): the test is the program, so its twins are programs too. The program's
