@@ -40,6 +40,7 @@ def test_jest_task_validates_in_its_image_on_the_shared_environment(built):
     assert task.verifier.args["FAIL_TO_PASS"] == ["__tests__/text.test.js > slugify > lowercases and joins words "
                                                   "with dashes"]
     assert len(task.verifier.args["PASS_TO_PASS"]) == 3
+    assert task.verifier.args["twins"] and task.meta["validation"]["twin_checks"] >= 1  # hidden, must fail
     runs = task.meta["validation"]["runs"]
     assert [(r["mode"], r["source"], r["canary"]) for r in runs] == \
         [("base", "jest-json", "failed")] * 3 + [("gold", "jest-json", "failed")] * 3
@@ -61,4 +62,6 @@ def test_gymnasium_oracle_scores_one_and_null_zero(built):
         env.close()
     assert oracle.reward == 1.0, oracle.reward_details
     assert oracle.reward_details["FAIL_TO_PASS"] == "1/1" and oracle.reward_details["PASS_TO_PASS"] == "3/3"
+    n = load(root / "out" / report.packs[0]).tasks[0].meta["validation"]["twin_checks"]
+    assert oracle.reward_details["twins"] == f"{n}/{n} failed as they must", oracle.reward_details
     assert null.reward == 0.0
