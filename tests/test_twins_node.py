@@ -199,7 +199,8 @@ def test_declarations_name_tests_by_their_describe_path_and_span_the_whole_call(
         "parse(%i) > returns ${n}",
         "\x00c.name"]
     d = decls["slugify > long input > keeps 3 words"]
-    assert JEST_FILE[d.start:d.end].startswith('    it("keeps 3 words"') and JEST_FILE[d.start:d.end].endswith("}, 10000);")
+    code = JEST_FILE[d.start:d.end]
+    assert code.startswith('    it("keeps 3 words"') and code.endswith("}, 10000);")
     assert JEST_FILE[:d.name_end].endswith('it("keeps 3 words')
     each = decls["slugify > slugify(%j) is %s"]
     assert JEST_FILE[each.start:each.end].lstrip().startswith("test.each([")
@@ -300,7 +301,8 @@ def test_vitest_typescript_and_mocha_plans_keep_each_file_valid(tmp_path):
     assert mocha.count("}).timeout(10000);") + mocha.count("}).timeout(10001);") == 3
     assert mocha.count('specify("counts nothing in an empty string", function () {') == 1  # not asked for
     ts = plan["files"]["src/render.test.ts"]
-    assert ts.count('expect(out).toBe("<li>a</li>")') == 2 and ts.count("it(\"divides / by 2 / and keeps 'quotes'\"") == 1
+    assert ts.count('expect(out).toBe("<li>a</li>")') == 2
+    assert ts.count("it(\"divides / by 2 / and keeps 'quotes'\"") == 1
     _ts_check(tmp_path, ts)
 
 
@@ -315,7 +317,8 @@ def _ts_check(tmp_path: Path, text: str) -> None:
     script = (f"const ts = require({str(found[-1])!r}); const fs = require('fs');"
               f"const src = ts.createSourceFile('t.ts', fs.readFileSync({str(tmp_path / 't.ts')!r}, 'utf8'),"
               " ts.ScriptTarget.Latest, true);"
-              "if (src.parseDiagnostics.length) { console.error(JSON.stringify(src.parseDiagnostics.map(d => d.messageText))); process.exit(1); }")
+              "if (src.parseDiagnostics.length) {"
+              " console.error(JSON.stringify(src.parseDiagnostics.map(d => d.messageText))); process.exit(1); }")
     out = subprocess.run([NODE, "-e", script], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr + "\n" + text
 
@@ -331,7 +334,8 @@ def _changed(tmp_path: Path, before: str, after: str, name: str = "__tests__/a.t
 def test_a_test_patch_changes_the_tests_it_adds_or_edits_and_not_an_import_a_bench_or_an_unused_helper(tmp_path):
     edited = JEST_FILE.replace('.toBe("hello-world")', '.toBe("hello-world-")')
     assert _changed(tmp_path, JEST_FILE, edited) == ["slugify > lowercases and joins words with dashes"]
-    added = JEST_FILE.replace('  describe("long input"', '  it("trims", () => {\n    expect(slugify(" a ")).toBe("a");\n'
+    added = JEST_FILE.replace('  describe("long input"',
+                              '  it("trims", () => {\n    expect(slugify(" a ")).toBe("a");\n'
                               '  });\n\n  describe("long input"')
     assert _changed(tmp_path, JEST_FILE, added) == ["slugify > trims"]
     imports = JEST_FILE.replace('require("../src/text");', 'require("../src/text");\nconst path = require("path");')
@@ -341,11 +345,13 @@ def test_a_test_patch_changes_the_tests_it_adds_or_edits_and_not_an_import_a_ben
     assert _changed(tmp_path, VITEST_FILE, bench) == []
     helper = JEST_FILE.replace("`w${i}`", "`word${i}`")
     assert _changed(tmp_path, JEST_FILE, helper) == []  # inside a helper's body
-    helper = JEST_FILE.replace("function words(n) {", "function words(n, sep = \" \") {").replace('.join(" ")', ".join(sep)")
+    helper = JEST_FILE.replace("function words(n) {", "function words(n, sep = \" \") {")
+    helper = helper.replace('.join(" ")', ".join(sep)")
     assert _changed(tmp_path, JEST_FILE, helper) == ["slugify > long input > keeps 3 words"]  # its only user
     constant = JEST_FILE.replace('const SAMPLE = "  Hello, World  ";', 'const SAMPLE = "  Hello,  World  ";')
     assert _changed(tmp_path, JEST_FILE, constant) == ["slugify > lowercases and joins words with dashes"]
-    inner = VITEST_FILE.replace('describe("Parser", () => {\n', 'describe("Parser", () => {\n  const opts = { strict: true };\n')
+    inner = VITEST_FILE.replace('describe("Parser", () => {\n',
+                                'describe("Parser", () => {\n  const opts = { strict: true };\n')
     uses = inner.replace("new Parser({ strict: true })", "new Parser(opts)")
     assert _changed(tmp_path, uses, uses.replace("{ strict: true }", "{ strict: false }")) == ["Parser > reads a flag"]
     hook = VITEST_FILE.replace('describe("sum", () => {\n', 'describe("sum", () => {\n  beforeEach(() => {\n'
