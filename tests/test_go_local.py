@@ -171,20 +171,9 @@ def test_a_test_patch_that_adds_only_a_benchmark_gives_no_task(uuidish):
         f"FAIL_TO_PASS test(s) the test patch does not add or change: {UUID_UNCHANGED}"
 
 
-def test_a_base_that_does_not_build_has_its_untouched_tests_fail_to_pass_too(uuidish):
-    """The same shape with a real test of the new method: the old tests also fail at the base (the package
-    does not compile there), and they are not tests the test patch adds or changes, so today the
-    candidate is rejected as well (see the next test for what it should give)."""
-    root, shas, report = uuidish
-    rejected = {r["task"]: r["reason"] for r in report.rejections}
-    assert rejected[f"u-{shas['contains'][:12]}"] == \
-        f"FAIL_TO_PASS test(s) the test patch does not add or change: {UUID_UNCHANGED}"
-
-
-@pytest.mark.xfail(strict=True, reason="needs execution.judge to grade FAIL_TO_PASS tests the test patch does not "
-                                       "touch and that no base run reported (the package did not build) as tests "
-                                       "that must pass, instead of rejecting the candidate")
 def test_a_new_test_of_a_new_method_builds_a_task_that_a_stub_cannot_pass(uuidish):
+    """The same shape with a real test of the new method: the package does not compile at the base, so every
+    test fails there, but only the test the test patch adds is FAIL_TO_PASS; the others must still pass."""
     import gymnasium
 
     import envgen  # noqa: F401  (registers envgen/Pack-v0)

@@ -27,6 +27,7 @@ import ast
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -908,7 +909,6 @@ def _run_once(tree: str, framework: str, py: str, run_files: list[str], env: dic
 def _run_runner(runner, tree: str, files: list[str], *, timeout_s: float, options: dict, canary: bool) -> dict:
     """``run_tests`` for another language's runner: its commands in order under one timeout, with its
     canary test written next to the run files, then its report parsed (``runners.base``)."""
-    import secrets
 
     home = tempfile.mkdtemp(prefix="envgen-home-")
     report_dir = tempfile.mkdtemp(prefix="envgen-report-")
@@ -975,7 +975,6 @@ def run_tests(tree: str, framework: str, files: list[str], *, python: str | None
     Frameworks of other languages run through their ``runners`` Runner (``options``: its settings); a
     runner that cannot add a canary leaves ``canary`` out of the result.
     """
-    import secrets
 
     runner = _runners.get(framework)
     if runner is not None:
@@ -1256,7 +1255,7 @@ def matrix(spec: dict) -> dict:
     runs: list = []
     changes = None
     lang = dialect(framework) if spec.get("twins", True) else None
-    twin_plan, twin_note, originals, candidates = None, "", {}, []
+    twin_plan, twin_note, candidates, narrowed = None, "", [], False
 
     def staged(sub, what) -> dict:
         rec: dict = {}
@@ -1283,27 +1282,34 @@ def matrix(spec: dict) -> dict:
             if gold and r == 1:
                 twin_plan, twin_note, candidates = _plan_twins(tree, lang, runs, mode["name"], changes, spec,
                                                                framework)
-                originals = {p: _read(os.path.join(tree, p)) for p in (twin_plan or {}).get("files", {})}
-            with_twins = gold and r >= 1 and twin_plan is not None
-            if with_twins:
+            res = None
+            while gold and r >= 1 and twin_plan is not None:
+                originals = {p: _read(os.path.join(tree, p)) for p in twin_plan["files"]}
                 _twins.write(tree, twin_plan)
-            res = run_tests(tree, framework, spec["files"], python=spec.get("python"), pythonpath=pythonpath,
-                            timeout_s=float(spec.get("timeout_s", 300)), plugins=plugins, options=options)
-            if with_twins:
+                res = run_tests(tree, framework, spec["files"], python=spec.get("python"), pythonpath=pythonpath,
+                                timeout_s=float(spec.get("timeout_s", 300)), plugins=plugins, options=options)
                 _twins.write(tree, {"files": originals})
                 real, twin_out = _twins.split(res["outcomes"], twin_plan, res["messages"])
                 first = next(x for x in runs if x["mode"] == mode["name"] and x["run"] == 1)
                 moved = [t for t in candidates if real.get(t) not in PASSING]
                 moved += [t for t in first.get("outcomes", {}) if t not in real]
-                if moved:  # the twins broke their own tests or hid others: run again without them
-                    twin_note = (f"twin checks dropped: with them, {len(moved)} test(s) changed outcome "
-                                 f"({_shown_ids(moved)})")
-                    twin_plan = None
-                    rec.update(staged(sub, what))
-                    res = run_tests(tree, framework, spec["files"], python=spec.get("python"), pythonpath=pythonpath,
-                                    timeout_s=float(spec.get("timeout_s", 300)), plugins=plugins, options=options)
-                else:
+                if not moved:
                     res["outcomes"], rec["twin_outcomes"] = real, twin_out
+                    break
+                # the twins broke their own tests or hid others (a Go twin that panics ends the binary):
+                # once, keep only the tests whose twins all ran and that still passed; else no twins
+                res = None
+                keep = [] if narrowed else _surviving(twin_plan, candidates, real, twin_out, lang, spec["files"], tree)
+                narrowed = True
+                twin_note = (f"twin checks dropped: with them, {len(moved)} test(s) changed outcome "
+                             f"({_shown_ids(moved)})")
+                twin_plan = _twins.plan(tree, lang, keep, spec["files"], seed=secrets.randbits(64)) if keep else None
+                twin_plan = twin_plan if twin_plan and twin_plan["files"] else None
+                candidates = keep
+                rec.update(staged(sub, what))
+            if res is None:
+                res = run_tests(tree, framework, spec["files"], python=spec.get("python"), pythonpath=pythonpath,
+                                timeout_s=float(spec.get("timeout_s", 300)), plugins=plugins, options=options)
             rec.update(res)
             twin_out = rec.get("twin_outcomes") or {}
             rec["distrust"] = distrust(res, [t for t, o in twin_out.items() if o in FAILING], twin_out)
@@ -1330,11 +1336,21 @@ def _shown_ids(ids: list[str], n: int = 3) -> str:
     return ", ".join(ids[:n]) + (f" ... ({len(ids)} in all)" if len(ids) > n else "")
 
 
+def _surviving(plan: dict, candidates: list[str], real: dict, twin_out: dict, lang, files: list[str],
+               tree: str) -> list[str]:
+    """The candidates worth a second plan after one broke the run: tests whose twins were all reported
+    and that still passed; when that tells nothing apart, the first candidate alone."""
+    broken = {(t["file"], t["name"]) for t in plan["tests"]
+              if not all(any(s in tid for tid in twin_out) for s in t["twins"])}
+    keep = [c for c in candidates if real.get(c) in PASSING and lang.target(c, list(files), tree) not in broken]
+    if not keep or len(keep) == len(candidates):
+        keep = candidates[:1] if len(candidates) > 1 else []
+    return keep
+
+
 def _plan_twins(tree: str, lang, runs: list, gold: str, changes: dict, spec: dict, framework: str):
     """(twin plan or None, why none, the tests it twins): the tests that failed in every base run, pass
     in the first gold run and that the test patch adds or changes."""
-    import hashlib
-
     base_runs = [r for r in runs if r["mode"] != gold and not r.get("error")]
     first = next((r for r in runs if r["mode"] == gold and r["run"] == 1), None)
     if first is None or not base_runs:
@@ -1344,8 +1360,8 @@ def _plan_twins(tree: str, lang, runs: list, gold: str, changes: dict, spec: dic
                   and is_changed(t, changes, spec["files"], framework, tree)]
     if not candidates:
         return None, "no twin checks: no test fails at the base and passes with the gold patch", []
-    seed = int(hashlib.sha256((spec["base"] + "\0" + " ".join(sorted(candidates))).encode()).hexdigest()[:8], 16)
-    plan = _twins.plan(tree, lang, candidates, spec["files"], seed=seed)
+    # a secret seed: the suffixes and which copy is real must not be computable from what the tree shows
+    plan = _twins.plan(tree, lang, candidates, spec["files"], seed=secrets.randbits(64))
     if not plan["files"]:
         return None, "no twin checks: no FAIL_TO_PASS test has a literal a twin could change", candidates
     return plan, "", candidates

@@ -22,7 +22,8 @@ recorded for the verifier.
   turn every test into FAIL_TO_PASS.
 
 A task needs at least one FAIL_TO_PASS test, every one of them a test the test patch adds or changes
-(the kit's ``changed_by_test_patch``), no PASS_TO_FAIL test, gold runs that ran tests, and runs whose
+(the kit's ``changed_by_test_patch``; when the base did not build, so that the unchanged tests went
+unreported there, those become PASS_TO_PASS and the task is graded on the changed ones), no PASS_TO_FAIL test, gold runs that ran tests, and runs whose
 canary test failed (a project whose own configuration reports a failing test as passing cannot be
 judged by its tests). Each rejection reason starts with its kind (``tests did not run``, ``no
 FAIL_TO_PASS test``, ``PASS_TO_FAIL``, ``flaky``, ...) so build reports group them.
@@ -173,6 +174,14 @@ def judge(instance_id: str, result: dict, runs_per_mode: int) -> Validation:
             v.not_run.setdefault(r["mode"], {}).setdefault(f, why)
     unchanged = set(result.get("unchanged") or ())
     v.unchanged_FAIL_TO_PASS = [t for t in v.FAIL_TO_PASS if t in unchanged]
+    base_runs = [r for r in runs if r["mode"] == "base"]
+    unreported = [t for t in v.unchanged_FAIL_TO_PASS if all(t not in r.get("outcomes", {}) for r in base_runs)]
+    if v.unchanged_FAIL_TO_PASS and unreported == v.unchanged_FAIL_TO_PASS and len(unreported) < len(v.FAIL_TO_PASS):
+        # the base did not build (its tests went unreported), yet the test patch changes some of the tests:
+        # the task is graded on those; the others must simply still pass
+        v.FAIL_TO_PASS = [t for t in v.FAIL_TO_PASS if t not in unreported]
+        v.PASS_TO_PASS = sorted(v.PASS_TO_PASS + unreported)
+        v.unchanged_FAIL_TO_PASS = []
     v.test_seconds = round(sum(r.get("seconds") or 0.0 for r in runs), 4)
     keys = ("mode", "run", "seconds", "total_seconds", "rc", "timed_out", "source", "error", "canary", "restored",
             "error_line", "reruns", "distrust")
