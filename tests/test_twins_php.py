@@ -260,7 +260,8 @@ def test_a_plan_renames_the_tests_and_writes_twins_that_differ_by_one_literal(tm
     assert [t["name"] for t in plan["tests"]] == [T + "CalcTest::" + n for n in (
         "labelsAreTrimmedAndLowered", "positiveNumbers", "testAdds", "testAddsRows", "testHeredocKeepsItsBraces")] + \
         [T + "Edge\\EdgeTest::testValue"]
-    assert [len(t["twins"]) for t in plan["tests"]] == [1, 2, 2, 2, 1, 2]  # '  ABC ' ends in a space: not changed
+    # each twin changes the same literal, the expected value first (assertSame(expected, actual)), to another value
+    assert [len(t["twins"]) for t in plan["tests"]] == [2, 2, 2, 2, 2, 2]
     text = plan["files"]["tests/CalcTest.php"]
     decls = {d.name: d for d in PHP.declarations(text)}
     for t in plan["tests"]:

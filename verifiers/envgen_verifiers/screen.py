@@ -23,8 +23,8 @@ PATTERNS: list[tuple[str, re.Pattern]] = [
                                                  r"(?:True|False)\b")),
     ("the JS test globals", re.compile(r"\b(?:globalThis|global|window|self)\s*(?:\.\s*|\[\s*['\"`])"
                                        r"(?:expect|it|test|describe|assert)\b['\"`]?\s*\]?\s*=(?!=)|"
-                                       r"defineProperty\s*\(\s*(?:globalThis|global)\s*,\s*['\"`](?:expect|it|test)|"
-                                       r"@jest/|jest-circus|\bvitest/(?:runner|node)\b|mocha/lib")),
+                                       r"defineProperty\s*\(\s*(?:globalThis|global)\s*,\s*['\"`](?:expect|it|test)")),
+    ("a JS test runner's internals", re.compile(r"@jest/|jest-circus|\bvitest/(?:runner|node)\b|mocha/lib")),
     ("Go's test output or flags", re.compile(r"=== RUN|--- (?:PASS|FAIL)|\"Action\"\s*:|flag\.Set\(\s*\"test\.|"
                                              r"_test\.go\b|\btesting\.(?:Init|MainStart|M)\b")),
     ("the JUnit runner or its reports", re.compile(r"\bRunListener\b|org\.junit\.runner\.notification|"
@@ -53,11 +53,17 @@ def added_lines(patch: str) -> list[tuple[str, str]]:
     return out
 
 
+NOT_CODE = ("**/*lock*", "**/node_modules/**", "**/vendor/**", "**/*.min.js", "**/*.map")
+"""What the base grep skips: lockfiles and vendored or bundled dependencies name the test framework in
+every project that uses it (``package-lock.json`` holds ``@jest/...``); the project's own code counts."""
+
+
 def _base_uses(tree: str, base: str | None, pattern: re.Pattern) -> bool:
     """Whether the project's code at ``base`` already matches ``pattern`` (``git grep``)."""
     if not base:
         return False
-    cmd = ["git", "-c", "safe.directory=*", "-C", tree, "grep", "-q", "-I", "-P", pattern.pattern, base, "--"]
+    cmd = ["git", "-c", "safe.directory=*", "-C", tree, "grep", "-q", "-I", "-P", pattern.pattern, base, "--", ".",
+           *(f":(exclude,glob){g}" for g in NOT_CODE)]
     try:
         out = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              timeout=60, env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/nonexistent",

@@ -76,6 +76,8 @@ class Dialect:
                               r"fail|want|equal|Equal", re.I)
     sep = "_"
     """Between a test's name and its suffix (" " for titles)."""
+    expected_first = False
+    """Whether assertions name the expected value first (JUnit's ``assertEquals(expected, actual)``)."""
 
     def declarations(self, text: str) -> list[Decl]:
         """Every test declaration of a file's text."""
@@ -85,6 +87,19 @@ class Dialect:
         """(run file, declaration name) a test id runs (``tree``: where the files are, for languages
         whose ids do not name the file); None when the id does not say."""
         raise NotImplementedError
+
+    def literals(self, text: str, decl: "Decl") -> list:
+        """The literals of a declaration a twin may change, best first (``literals``)."""
+        return literals(text, decl, self)
+
+    def twinnable(self, text: str, decl: "Decl") -> bool:
+        """Whether a declaration may get twins at all (e.g. not a test whose title is computed)."""
+        return True
+
+    def companions(self, tree: str, path: str, renamed: list) -> dict:
+        """{path: text} of files that must follow the renames of a test file (``renamed``: [(name, real
+        suffix, [twin suffixes])]), e.g. snapshots keyed by test name; default none."""
+        return {}
 
     def copies(self, tree: str, path: str, text: str, names: list[str], state: "Twins") -> None:
         """Add the named tests of one file and their twins to ``state.out["files"]`` (``state.record``
@@ -292,21 +307,48 @@ def literals(text: str, decl: Decl, d: Dialect) -> list[Literal]:
             continue
         lit.on_assert = bool(d.assert_words.search(line))
         out.append(lit)
-    return [x for x in out if x.on_assert] + [x for x in out if not x.on_assert]
+    asserted = [x for x in out if x.on_assert]
+    # the expected value of an assertion comes last (``assert f(3) == 4``, ``expect(f(3)).toBe(4)``) or
+    # first (``assertEquals(4, f(3))``): a twin that changes it fails for any correct fix, one that
+    # changes an input only where the fix's answer for the new input differs from the old expectation
+    lines: dict = {}
+    for x in asserted:
+        lines.setdefault(line_start(text, x.start), []).append(x)
+    ordered = [x for _, xs in sorted(lines.items()) for x in (xs if d.expected_first else xs[::-1])]
+    return ordered + [x for x in out if not x.on_assert]
 
 
 def changed(lit: Literal, d: Dialect) -> str:
-    """The literal with its value changed and its type kept."""
+    """The literal with its value changed and its type kept (the first of ``variants``, unshuffled)."""
+    return variants(lit, d, 1, random.Random(0))[0]
+
+
+ALPHABETS = (string.digits, string.ascii_lowercase, string.ascii_uppercase)
+
+
+def variants(lit: Literal, d: Dialect, k: int, rng: random.Random) -> list[str]:
+    """Up to ``k`` other values of one literal, its type and spelling kept: a window of ``k + 1``
+    consecutive values (numbers, or a string's last character within its letters or digits) that holds
+    the real one at a place drawn by ``rng``, so the copies of a test differ in this literal only and the
+    real value is neither the majority nor always the smallest (a bool has one other value). Never below
+    zero: a minus sign could stop the code compiling."""
     t = lit.text
     if lit.kind == "bool":
         a, b = d.true_false
-        return b if t == a else a
+        return [b if t == a else a]
     if lit.kind == "number":
         m = re.match(r"(\d+)(\.\d+)?(.*)$", t)
-        return str(int(m.group(1)) + 1) + (m.group(2) or "") + m.group(3)
+        v, width = int(m.group(1)), len(m.group(1)) if m.group(1).startswith("0") else 1
+        start = rng.randint(max(0, v - k), v)
+        return [str(n).zfill(width) + (m.group(2) or "") + m.group(3) for n in range(start, start + k + 1) if n != v]
     ch = t[-2]
-    new = {"9": "8", "z": "y", "Z": "Y"}.get(ch) or chr(ord(ch) + 1)
-    return t[:-2] + new + t[-1]
+    letters = next((a for a in ALPHABETS if ch in a), None)
+    if letters is None:
+        return []
+    i = letters.index(ch)
+    k = min(k, len(letters) - 1)
+    start = rng.randint(max(0, i - k), min(i, len(letters) - 1 - k))
+    return [t[:-2] + c + t[-1] for c in letters[start:start + k + 1] if c != ch]
 
 
 def _token(rng: random.Random, taken: set) -> str:
@@ -320,7 +362,8 @@ def _token(rng: random.Random, taken: set) -> str:
 class Twins:
     """A plan being made: a seeded random source for suffixes that never repeat, and what is written."""
 
-    def __init__(self, seed: int, budget: int, per_test: int):
+    def __init__(self, seed: int, budget: int, per_test: int, tree: str = ""):
+        self.tree = tree
         self.rng = random.Random(seed)
         self.taken: set = set()
         self.budget = budget
@@ -348,7 +391,7 @@ def plan(tree: str, dialect: Dialect, test_ids: list[str], files: list[str], *, 
         t = dialect.target(tid, list(files), tree)
         if t and t[1] not in wanted.setdefault(t[0], []):
             wanted[t[0]].append(t[1])
-    state = Twins(seed, max_tests, per_test)
+    state = Twins(seed, max_tests, per_test, tree)
     for path in sorted(wanted):
         if state.budget <= 0:
             break
@@ -366,35 +409,41 @@ def plan(tree: str, dialect: Dialect, test_ids: list[str], files: list[str], *, 
 
 
 def in_file_copies(d: Dialect, path: str, text: str, names: list[str], state: Twins) -> None:
-    """Each named declaration renamed, with its twins beside it in the same file (``Dialect.copies``)."""
+    """Each named declaration renamed, with its twins beside it in the same file (``Dialect.copies``):
+    every twin changes the same literal (the first ``Dialect.literals`` offers) to another value
+    (``variants``), and the copies are shuffled. Files that go with the tests (``Dialect.companions``:
+    e.g. snapshots keyed by a test's name) are rewritten for the new names."""
     decls = d.declarations(text)
     counts: dict = {}
     for dcl in decls:
         counts[dcl.name] = counts.get(dcl.name, 0) + 1
-    edits = []
+    edits, renamed = [], []
     for name in names:
         if state.budget <= 0:
             break
         dcl = next((x for x in decls if x.name == name), None)
-        if dcl is None or counts[name] != 1:
+        if dcl is None or counts[name] != 1 or not d.twinnable(text, dcl):
             continue
-        lits = literals(text, dcl, d)[:state.per_test]
-        if not lits:
+        lits = d.literals(text, dcl)
+        values = variants(lits[0], d, state.per_test, state.rng) if lits else []
+        if not values:
             continue
         real = state.suffix(d)
         blocks = [_copy(text, dcl, real)]
         twins = []
-        for lit in lits:
+        for value in values:
             twins.append(state.suffix(d))
-            blocks.append(_copy(text, dcl, twins[-1], lit, changed(lit, d)))
+            blocks.append(_copy(text, dcl, twins[-1], lits[0], value))
         state.rng.shuffle(blocks)
         edits.append((dcl.start, dcl.end, "\n\n".join(blocks)))
         state.record(path, name, real, twins)
+        renamed.append((name, real, twins))
     if not edits:
         return
     for s, e, new in sorted(edits, reverse=True):
         text = text[:s] + new + text[e:]
     state.out["files"][path] = text
+    state.out["files"].update(d.companions(state.tree, path, renamed))
 
 
 def _copy(text: str, dcl: Decl, suffix: str, lit: Literal | None = None, new: str = "") -> str:

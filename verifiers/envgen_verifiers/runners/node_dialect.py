@@ -334,53 +334,25 @@ class JsDialect(_twins.Dialect):
             out.append(_twins.Decl(name, start, c.end, name_end))
         return out
 
-    def copies(self, tree, path, text, names, state):
-        """``twins.in_file_copies``, with three differences: tests whose name matches ids by pattern only
-        (an expression or a template literal with placeholders as their title) get no twin; the
-        strings of a table test's table (``test.each([["a", "b"]])``, before the title) are literals a
-        twin may change, like its numbers; and the file's snapshots (``__snapshots__/<file>.snap``,
-        keyed by the test's name) are renamed with it and copied for its twins (jest and vitest run
-        with ``--ci``/``CI``: a snapshot missing under the new name would fail the real test)."""
-        decls = self.declarations(text)
-        counts: dict = {}
-        for dcl in decls:
-            counts[dcl.name] = counts.get(dcl.name, 0) + 1
-        edits = []
-        renamed: list = []
-        for name in names:
-            if state.budget <= 0:
-                break
-            dcl = next((x for x in decls if x.name == name), None)
-            if dcl is None or counts[name] != 1 or name.split(SEP)[-1].startswith(DYNAMIC) or \
-                    _template_title(text, dcl):
-                continue
-            lits = self.literals(text, dcl)[:state.per_test]
-            if not lits:
-                continue
-            real = state.suffix(self)
-            blocks = [_twins._copy(text, dcl, real)]
-            suffixes = []
-            for lit in lits:
-                suffixes.append(state.suffix(self))
-                blocks.append(_twins._copy(text, dcl, suffixes[-1], lit, _twins.changed(lit, self)))
-            state.rng.shuffle(blocks)
-            edits.append((dcl.start, dcl.end, "\n\n".join(blocks)))
-            state.record(path, name, real, suffixes)
-            renamed.append((name, real, suffixes))
-        if not edits:
-            return
-        for s, e, new in sorted(edits, reverse=True):
-            text = text[:s] + new + text[e:]
-        state.out["files"][path] = text
+    def twinnable(self, text, dcl):
+        """Not a test whose name matches ids by pattern only (an expression, or a template literal with
+        placeholders, as its title): its id cannot be mapped back to a single declaration."""
+        return not dcl.name.split(SEP)[-1].startswith(DYNAMIC) and not _template_title(text, dcl)
+
+    def companions(self, tree, path, renamed):
+        """The file's snapshots (``__snapshots__/<file>.snap``, keyed by the test's name), renamed with the
+        tests and copied for their twins: jest and vitest run with ``--ci``/``CI``, where a snapshot
+        missing under the new name would fail the real test."""
         snap = _snapshot_path(path)
         snap_text = _read(os.path.join(tree, snap))
-        if snap_text is not None:
-            new_snap = renamed_snapshots(snap_text, renamed)
-            if new_snap != snap_text:
-                state.out["files"][snap] = new_snap
+        if snap_text is None:
+            return {}
+        new_snap = renamed_snapshots(snap_text, renamed)
+        return {snap: new_snap} if new_snap != snap_text else {}
 
     def literals(self, text: str, dcl: _twins.Decl) -> list:
-        """``twins.literals``, then the strings of a table written before the title (``test.each``)."""
+        """``twins.literals``, then the strings of a table written before the title (``test.each``): a
+        twin may change them like the table's numbers."""
         out = _twins.literals(text, dcl, self)
         title_at = text.rfind("(", dcl.start, dcl.name_end)
         for kind, s, e in self.tokens(text, dcl.start, title_at):

@@ -159,6 +159,7 @@ class PhpDialect(_twins.Dialect):
     line_comments = ("//", "#")
     quotes = ('"', "'")
     true_false = ("true", "false")
+    expected_first = True  # assertSame(expected, actual)
 
     def methods(self, text: str) -> list[tuple[_twins.Decl, bool]]:
         """(declaration, is a test) of every method with a body of every class of ``text``."""
@@ -327,8 +328,9 @@ class PhpDialect(_twins.Dialect):
         """``twins.in_file_copies``, and for a test whose body has no literal to change but whose data come
         from a provider method of its class (``@dataProvider rows``, ``#[DataProvider('rows')]``): the real
         test and each twin get their own copy of the provider (``rows`` + their suffix, written after
-        them), a twin's with one literal of its rows changed (a row's key is never changed: it names the
-        data set), so that neither the tests nor their providers tell the real one from its twins."""
+        them), a twin's with one literal of its rows changed, the same one in every twin, to another value
+        (a row's key is never changed: it names the data set), so that neither the tests nor their
+        providers tell the real one from its twins."""
         methods = self.methods(text)
         decls = [d for d, test in methods if test]
         counts: dict = {}
@@ -342,7 +344,7 @@ class PhpDialect(_twins.Dialect):
             dcl = next((x for x in decls if x.name == name), None)
             if dcl is None or counts[name] != 1:
                 continue
-            lits = _twins.literals(text, dcl, self)[:state.per_test]
+            lits = self.literals(text, dcl)[:1]
             provider = None
             if not lits:
                 cls, method = name.split("::", 1)
@@ -351,24 +353,28 @@ class PhpDialect(_twins.Dialect):
                 provider = by_name.get(f"{cls}::{m.group(1) or m.group(2)}") if m else None
                 if provider is None or counts[provider.name] != 1:
                     continue
-                lits = [x for x in _twins.literals(text, provider, self)
-                        if not re.match(r"\s*=>", text[x.end:x.end + 20])][:state.per_test]
+                lits = [x for x in self.literals(text, provider)
+                        if not re.match(r"\s*=>", text[x.end:x.end + 20])][:1]
                 if not lits:
                     continue
+            # every twin changes the same literal to another value (``twins.variants``)
+            values = _twins.variants(lits[0], self, state.per_test, state.rng)
+            if not values:
+                continue
             real = state.suffix(self)
-            twin_suffixes = [state.suffix(self) for _ in lits]
+            twin_suffixes = [state.suffix(self) for _ in values]
             blocks = []
-            for suffix, lit in [(real, None), *zip(twin_suffixes, lits)]:
+            for suffix, value in [(real, None), *zip(twin_suffixes, values)]:
+                lit = lits[0] if value is not None else None
                 if provider is None:
-                    blocks.append(_twins._copy(text, dcl, suffix, lit, _twins.changed(lit, self) if lit else ""))
+                    blocks.append(_twins._copy(text, dcl, suffix, lit, value or ""))
                     continue
                 p_name = provider.name.split("::", 1)[1]
                 test = _twins._copy(text, dcl, suffix)
                 ref = _PROVIDER.search(test[:dcl.name_end - dcl.start])
                 at = ref.start(1) if ref.group(1) else ref.start(2)
                 test = test[:at] + p_name + suffix + test[at + len(p_name):]
-                blocks.append(test + "\n\n" + _twins._copy(text, provider, suffix, lit,
-                                                          _twins.changed(lit, self) if lit else ""))
+                blocks.append(test + "\n\n" + _twins._copy(text, provider, suffix, lit, value or ""))
             state.rng.shuffle(blocks)
             edits.append((dcl.start, dcl.end, "\n\n".join(blocks)))
             state.record(path, name, real, twin_suffixes)
