@@ -42,8 +42,11 @@ def test_validation_in_docker_finds_the_lists(built):
     assert task.verifier.args["FAIL_TO_PASS"] == ["com.acme.text.SlugTest.keepsDigits"]
     assert len(task.verifier.args["PASS_TO_PASS"]) == 6
     runs = task.meta["validation"]["runs"]
+    # the second gold run runs with keepsDigits' twin checks beside it: both fail, as they must
     assert [(r["mode"], r["source"], r["canary"]) for r in runs] == [("base", "junit", "failed"),
+                                                                     ("gold", "junit", "failed"),
                                                                      ("gold", "junit", "failed")]
+    assert task.meta["validation"]["twin_checks"] == 2 and task.verifier.args["twins"] == "twins.json"
     (env,) = report.details["environments"].values()
     assert env["tag"].startswith("envgen/repoenv:java-") and env["steps"] == []
     assert load(root / "out" / report.packs[0]).manifest.image.base == "debian:bookworm+jdk"
@@ -59,4 +62,5 @@ def test_oracle_scores_one_and_null_zero_through_gymnasium(built):
         env.close()
     assert oracle.reward == 1.0, oracle.reward_details
     assert oracle.reward_details["FAIL_TO_PASS"] == "1/1" and oracle.reward_details["PASS_TO_PASS"] == "6/6"
+    assert oracle.reward_details["twins"] == "2/2 failed as they must"
     assert null.reward == 0.0
