@@ -1106,7 +1106,7 @@ def _extra(framework: str, options: dict | None):
 
 
 FALLBACK_SOURCES = frozenset({"pytest-rA", "console", "go-test-console", "jest-verbose", "vitest-verbose", "teamcity",
-                              "phpunit-console", "none"})
+                              "phpunit-console", "ctest-console", "automake-console", "none"})
 """Report sources read from console output, used when the runner's own report is missing: the code under
 test can print anything there, so a verdict never rests on them (validation still reads them, to say
 why a run failed)."""

@@ -126,7 +126,8 @@ class Dialect:
         code mentions a name that an added line outside every declaration defines at their nesting level
         (a helper, a table). An import, a benchmark or an example added beside the tests changes none of
         them. ``added``: [(line, text)], ``removed``: [(line where they were, [texts])]
-        (``tests._diff_lines``); blank and comment lines change nothing."""
+        (``tests._diff_lines``); blank and comment lines change nothing. A dialect whose tests are whole
+        programs (a file with ``main``) may return "all": every test of the file."""
         def code(t: str) -> bool:
             t = t.strip()
             return bool(t) and not t.startswith((*self.line_comments, "/*", "*", "*/"))

@@ -28,8 +28,8 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 
-from ..twins import Decl, Dialect, Literal, Twins, changed, in_file_copies, line_end, line_start, literals, \
-    match_close, scan
+from ..twins import Decl, Dialect, Literal, Twins, in_file_copies, line_end, line_start, literals, match_close, \
+    scan, variants
 
 C_SOURCES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".cp", ".C")
 SKIP_DIRS = frozenset({".git", "build", "_build", "node_modules", "third_party", "3rdparty", "vendor", "external",
@@ -510,8 +510,9 @@ class CTestDialect(GTestDialect):
         found = ctest_registrations(tree, [path], state)
         regs = [found[n] for n in names if n in found and found[n].source == path]
         regs = [r for r in regs if r.prog == regs[0].prog and r.exe_cml == regs[0].exe_cml] if regs else []
-        lits = self.program_literals(tree, path, text)[:state.per_test]
-        if not regs or not lits or state.budget <= 0:
+        lits = self.program_literals(tree, path, text)[:1]
+        values = variants(lits[0], self, state.per_test, state.rng) if lits else []
+        if not regs or not values or state.budget <= 0:
             return
         regs = regs[:state.budget]
         prog, exe_cml = regs[0].prog, regs[0].exe_cml
@@ -525,13 +526,13 @@ class CTestDialect(GTestDialect):
         if any(r.foreach is not None and r.endforeach is None for r in regs):
             return
         real = state.suffix(self)
-        twins = [state.suffix(self) for _ in lits]
+        twins = [state.suffix(self) for _ in values]
         stem, ext = os.path.splitext(path)
         progs = [prog + s for s in [real, *twins]]
         sources = [stem + s + ext for s in [real, *twins]]
         bases = [os.path.basename(s) for s in sources]
         files: dict = {path: None}
-        for src, t in zip(sources, [text] + [_changed_text(text, lit, self) for lit in lits]):
+        for src, t in zip(sources, [text] + [_with_value(text, lits[0], v) for v in values]):
             files[src] = t
         texts = {cml: _read(tree, cml, state) or "" for cml in {exe_cml, *(r.cml for r in regs), *_cmake_files(tree)}}
         texts = {cml: t for cml, t in texts.items() if cml == exe_cml or prog_re.search(t)}
@@ -596,8 +597,9 @@ def _rename(body: str, prog_re: re.Pattern, prog: str, src_re: re.Pattern | None
     return body[:i] + args
 
 
-def _changed_text(text: str, lit: Literal, d: Dialect) -> str:
-    return text[:lit.start] + changed(lit, d) + text[lit.end:]
+def _with_value(text: str, lit: Literal, value: str) -> str:
+    """The program's source with one literal given another value (``twins.variants``)."""
+    return text[:lit.start] + value + text[lit.end:]
 
 
 # ---------------------------------------------------------------- Automake
@@ -715,18 +717,19 @@ class AutomakeDialect(CDialect):
             found = am_program(tree, test_id, [path])
             if found is None or found.source != path:
                 continue
-            lits = self.program_literals(tree, path, text)[:state.per_test]
+            lits = self.program_literals(tree, path, text)[:1]
             mk_text = _read(tree, found.makefile, state)
-            if not lits or mk_text is None:
+            values = variants(lits[0], self, state.per_test, state.rng) if lits else []
+            if not values or mk_text is None:
                 continue
             real = state.suffix(self)
-            twins = [state.suffix(self) for _ in lits]
+            twins = [state.suffix(self) for _ in values]
             sfx = [real, *twins]
             stem, ext = os.path.splitext(path)
             d = os.path.dirname(found.makefile)
             files = {path: None}
             new_srcs = []
-            for s, t in zip(sfx, [text] + [_changed_text(text, lit, self) for lit in lits]):
+            for s, t in zip(sfx, [text] + [_with_value(text, lits[0], v) for v in values]):
                 files[stem + s + ext] = t
                 new_srcs.append(stem + s + ext)
             pairs = list(zip(sfx, [os.path.relpath(p, d or ".") for p in new_srcs]))
