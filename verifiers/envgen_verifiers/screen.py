@@ -29,7 +29,8 @@ PATTERNS: list[tuple[str, re.Pattern]] = [
                                              r"_test\.go\b|\btesting\.(?:Init|MainStart|M)\b")),
     ("the JUnit runner or its reports", re.compile(r"\bRunListener\b|org\.junit\.runner\.notification|"
                                                    r"surefire-reports|TEST-[\w.$*]*\.xml|\bTestExecutionListener\b|"
-                                                   r"\bLauncherSession\w*\b")),
+                                                   r"\bLauncherSession\w*\b|\bForkingRunListener\b|"
+                                                   r"\bTestResultProcessor\b|reportNameSuffix")),
     ("PHPUnit's runner", re.compile(r"\bdebug_backtrace\b[\s\S]*(?:TestResult|PHPUnit)|"
                                     r"(?:TestResult|PHPUnit)[\s\S]*\bdebug_backtrace\b|"
                                     r"PHPUnit\\{1,2}(?:Framework\\{1,2}TestResult|Runner|TextUI)|\bTestListener\b")),

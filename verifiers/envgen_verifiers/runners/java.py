@@ -438,6 +438,7 @@ class JavaDialect(Dialect):
     block_comments = (("/*", "*/"),)
     quotes = ('"', "'")
     true_false = ("true", "false")
+    expected_first = True  # assertEquals(expected, actual)
 
     def tokens(self, text: str, start: int = 0, end: int | None = None) -> list[tuple[str, int, int]]:
         """``scan``'s tokens, with no string that has escapes (a bumped ``'\\n'`` does not compile) and no
