@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -35,23 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from _results import ran_on, write_section  # noqa: E402
 from bench_languages import LANGUAGES  # noqa: E402
+from twinless import without_twins  # noqa: E402
 
 from envgen.build.gate import forgery_patch  # noqa: E402
 from envgen.episodes.actions import render_action  # noqa: E402
 from envgen.families.code import build_code  # noqa: E402
-from envgen.pack import load, save  # noqa: E402
+from envgen.pack import load  # noqa: E402
 from envgen.sandbox import images  # noqa: E402
-
-
-def without_twins(pack, dest: Path):
-    task = pack.tasks[0]
-    args = dict(task.verifier.args)
-    args.pop("twins", None)
-    hidden = dest.parent / f"{dest.name}-hidden"
-    shutil.copytree(pack.hidden_dir, hidden)
-    (hidden / "twins.json").unlink(missing_ok=True)
-    new = task.model_copy(update={"verifier": task.verifier.model_copy(update={"args": args})})
-    return save(type(pack)(pack.manifest, [new], pack.root), dest, env_from=pack.root / "env", hidden_from=hidden)
 
 
 def episode(env, task_id: str, patch: str) -> tuple[float, float, dict]:

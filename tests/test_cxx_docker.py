@@ -7,7 +7,6 @@ copy of the pack without its twin checks. One build for the module."""
 
 from __future__ import annotations
 
-import shutil
 
 import gymnasium
 import pytest
@@ -15,10 +14,11 @@ import pytest
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
 from envgen.episodes.actions import render_action
 from envgen.families.code import build_code
-from envgen.pack import load, save
+from envgen.pack import load
 from envgen.paths import bundled
 from envgen.policies.builtin import NullPolicy, OraclePolicy, rollout
 from envgen.sandbox.images import stderr_log
+from twinless import without_twins as _without_twins
 
 try:
     from .cxx_repo import make_strutil_repo
@@ -78,18 +78,6 @@ def test_the_agent_builds_and_runs_the_tests_in_its_working_tree(built):
         env.close()
     assert not (terminated or truncated)
     assert "[  PASSED  ] 7 tests." in obs and "[exit code 0]" in obs, obs
-
-
-def _without_twins(pack, dest):
-    """A copy of the pack whose task has no twin checks: the task as it was before them."""
-    task = pack.tasks[0]
-    args = dict(task.verifier.args)
-    assert args.pop("twins") == "twins.json"
-    hidden = dest.parent / f"{dest.name}-hidden"
-    shutil.copytree(pack.hidden_dir, hidden)
-    (hidden / "twins.json").unlink()
-    new = task.model_copy(update={"verifier": task.verifier.model_copy(update={"args": args})})
-    return save(type(pack)(pack.manifest, [new], pack.root), dest, env_from=pack.root / "env", hidden_from=hidden)
 
 
 def test_the_gates_forgery_payload_buys_the_task_only_without_the_twins(built, tmp_path):

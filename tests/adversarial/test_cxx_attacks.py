@@ -30,10 +30,11 @@ import pytest
 from envgen.episodes.episode import Episode
 from envgen.families.code import build_code
 from envgen.build.gate import forgery_patch
-from envgen.pack import load, save
+from envgen.pack import load
 from envgen.sandbox import open_sandbox
 
 from cxx_repo import AM_CALC_C, STRUTIL_CPP, VEC_C, make_amcalc_repo, make_strutil_repo, make_vec_repo
+from twinless import without_twins as _without_twins
 
 pytestmark = [pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("c++")), reason="needs cmake and a "
                                  "C++ compiler (.ci/setup-toolchains.sh)"), pytest.mark.timeout(900)]
@@ -186,18 +187,6 @@ def test_automake_attacks_score_zero(amcalc, attack, tmp_path):
 
 
 # ---------------------------------------------------------------- forged runs (issue 27): library code only
-
-
-def _without_twins(pack, dest: Path):
-    """A copy of the pack whose task has no twin checks: the task as it was before them."""
-    task = pack.tasks[0]
-    args = dict(task.verifier.args)
-    assert args.pop("twins") == "twins.json"
-    hidden = dest.parent / f"{dest.name}-hidden"
-    shutil.copytree(pack.hidden_dir, hidden)
-    (hidden / "twins.json").unlink()
-    new = task.model_copy(update={"verifier": task.verifier.model_copy(update={"args": args})})
-    return save(type(pack)(pack.manifest, [new], pack.root), dest, env_from=pack.root / "env", hidden_from=hidden)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ the same attack, planted by the gate: it rejects the twin-less task and passes t
 from __future__ import annotations
 
 import json
-import shutil
 import textwrap
 
 import gymnasium
@@ -22,12 +21,12 @@ import envgen  # noqa: F401  (registers envgen/Pack-v0)
 from envgen.build.gate import gate
 from envgen.episodes.actions import render_action
 from envgen.families.code import build_code
-from envgen.pack import load, save
+from envgen.pack import load
 from envgen.paths import bundled
 from envgen.sandbox import open_sandbox
 
 from code_repo import _commit, _git, _write, make_calc_repo
-
+from twinless import without_twins as _without_twins
 
 
 def payload(framework: str, tok: str = "0123abcd4567") -> str:
@@ -69,18 +68,6 @@ def _tree_edit(path: str, old: str, new: str) -> tuple:
 
 def _append(path: str, text: str) -> tuple:
     return ("bash", {"command": f"cat >> {path} <<'EOF'\n{text}EOF\n"})
-
-
-def _without_twins(pack, dest):
-    """A copy of the pack whose task has no twin checks: the task as it was before them."""
-    task = pack.tasks[0]
-    args = dict(task.verifier.args)
-    assert args.pop("twins") == "twins.json"
-    hidden = dest.parent / f"{dest.name}-hidden"
-    shutil.copytree(pack.hidden_dir, hidden)
-    (hidden / "twins.json").unlink()
-    new = task.model_copy(update={"verifier": task.verifier.model_copy(update={"args": args})})
-    return save(type(pack)(pack.manifest, [new], pack.root), dest, env_from=pack.root / "env", hidden_from=hidden)
 
 
 def _episode(pack, calls: list[tuple]) -> tuple[float, dict]:

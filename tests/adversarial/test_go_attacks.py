@@ -16,7 +16,6 @@ them: the forged run reports the copies passing too.
 from __future__ import annotations
 
 import json
-import shutil
 
 import gymnasium
 import pytest
@@ -24,10 +23,11 @@ import pytest
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
 from envgen.episodes.actions import render_action
 from envgen.families.code import build_code
-from envgen.pack import load, save
+from envgen.pack import load
 from envgen.paths import bundled
 
 from go_repo import STATS, STATS_FIXED, TESTS, make_gostats_repo
+from twinless import without_twins as _without_twins
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
@@ -232,18 +232,6 @@ def env(gostats_pack):
     env = gymnasium.make("envgen/Pack-v0", pack=str(gostats_pack.root), sandbox="docker")
     yield env
     env.close()
-
-
-def _without_twins(pack, dest):
-    """A copy of the pack whose task has no twin checks: the task as it was before them."""
-    task = pack.tasks[0]
-    args = dict(task.verifier.args)
-    assert args.pop("twins") == "twins.json"
-    hidden = dest.parent / f"{dest.name}-hidden"
-    shutil.copytree(pack.hidden_dir, hidden)
-    (hidden / "twins.json").unlink()
-    new = task.model_copy(update={"verifier": task.verifier.model_copy(update={"args": args})})
-    return save(type(pack)(pack.manifest, [new], pack.root), dest, env_from=pack.root / "env", hidden_from=hidden)
 
 
 @pytest.fixture(scope="module")

@@ -28,10 +28,11 @@ import pytest
 from envgen.build.gate import forgery_patch
 from envgen.episodes.episode import Episode
 from envgen.families.code import build_code
-from envgen.pack import load, save
+from envgen.pack import load
 from envgen.sandbox import open_sandbox
 
 from java_repo import POM, SLUG, SLUG_PATH, SLUG_TEST_PATH, make_gradle_slugs_repo, make_slugs_repo
+from twinless import without_twins as _without_twins
 
 pytestmark = [pytest.mark.skipif(not (shutil.which("mvn") and shutil.which("javac")),
                                  reason="needs a JDK and Maven (apt-get install default-jdk-headless maven)"),
@@ -241,18 +242,6 @@ def test_a_real_fix_that_also_edits_the_build_and_the_test_file_still_scores_one
 
 
 # ---------------------------------------------------------------- forgeries the twin checks stop
-
-
-def _without_twins(pack, dest):
-    """A copy of the pack whose task has no twin checks: the task as it was before them."""
-    task = pack.tasks[0]
-    args = dict(task.verifier.args)
-    assert args.pop("twins") == "twins.json"
-    hidden = dest.parent / f"{dest.name}-hidden"
-    shutil.copytree(pack.hidden_dir, hidden)
-    (hidden / "twins.json").unlink()
-    new = task.model_copy(update={"verifier": task.verifier.model_copy(update={"args": args})})
-    return save(type(pack)(pack.manifest, [new], pack.root), dest, env_from=pack.root / "env", hidden_from=hidden)
 
 
 def gate_forgery(pack, work: Path, framework: str) -> str:

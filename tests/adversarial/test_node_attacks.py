@@ -30,11 +30,12 @@ from envgen.build.gate import gate
 from envgen.episodes.actions import render_action
 from envgen.episodes.episode import Episode
 from envgen.families.code import build_code
-from envgen.pack import load, save
+from envgen.pack import load
 from envgen.paths import bundled
 from envgen.sandbox import open_sandbox
 
 from node_repo import make_node_repo, package_json
+from twinless import without_twins as _without_twins
 
 pytestmark = [pytest.mark.timeout(900),
               pytest.mark.skipif(shutil.which("node") is None or shutil.which("npm") is None,
@@ -202,18 +203,6 @@ FORGERIES = {
     "mocha-node-assert-never-throws": ("tsc", NODE_ASSERT_NEVER_THROWS),
 }
 """Attack -> (fixture flavor, code appended to the library file the gold patch changes)."""
-
-
-def _without_twins(pack, dest):
-    """A copy of the pack whose task has no twin checks: the task as it was before them."""
-    task = pack.tasks[0]
-    args = dict(task.verifier.args)
-    assert args.pop("twins") == "twins.json"
-    hidden = dest.parent / f"{dest.name}-hidden"
-    shutil.copytree(pack.hidden_dir, hidden)
-    (hidden / "twins.json").unlink()
-    new = task.model_copy(update={"verifier": task.verifier.model_copy(update={"args": args})})
-    return save(type(pack)(pack.manifest, [new], pack.root), dest, env_from=pack.root / "env", hidden_from=hidden)
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ import os
 import re
 import xml.etree.ElementTree as ET
 
-from .base import ERROR, FAILED, FAILING, PASSED, SKIPPED, XFAIL, Runner, junit_cases, merge, read_reports, \
+from .base import ERROR, FAILED, FAILING, PASSED, SKIPPED, XFAIL, Runner, merge, read_reports, \
     read_text, short, under
 from .cxx_dialect import AUTOMAKE, CTEST, am_vars
 
