@@ -848,8 +848,9 @@ def _patch_paths(patch: str) -> list[str]:
     return out
 
 
-def code_probes(pack: Pack, task: Task) -> dict[str, Probe]:
-    """Submissions that take a code task's test run over instead of fixing anything (``tests`` verifiers)."""
+def code_probes(pack: Pack, task: Task) -> dict[str, Probe | str]:
+    """Submissions that take a code task's test run over instead of fixing anything (``tests`` verifiers);
+    a probe that cannot apply is the reason why (``GateResult.not_applicable``)."""
     submit = pack.manifest.submit_tool
     if task.verifier.kind != "tests" or not submit:
         return {}
@@ -870,8 +871,14 @@ def code_probes(pack: Pack, task: Task) -> dict[str, Probe]:
     patches = {"plugin-addopts": file_diff(f"{module}.py", None, FORCE_PASS) + config_patch(read, ["-p", module]),
                "plugin-conftest": in_conftest,
                "config-only": config_patch(read, deselect)}
-    forged = forgery_patch(read, args.get("framework", "pytest"), task.reference.patch or "",
-                           hashlib.sha256(task.id.encode()).hexdigest()[:12])
+    framework = args.get("framework", "pytest")
+    forged = forgery_patch(read, framework, task.reference.patch or "", hashlib.sha256(task.id.encode()).hexdigest()[:12])
     if forged:
         patches["forgery"] = forged
-    return {name: Probe([ToolCall(tool=submit, args={"patch": patch})], "Done.", 0.0) for name, patch in patches.items()}
+    out: dict[str, Probe | str] = {name: Probe([ToolCall(tool=submit, args={"patch": patch})], "Done.", 0.0)
+                                   for name, patch in patches.items()}
+    if not forged:
+        out["forgery"] = (f"no forgery payload for {framework}" if not (bundled("envs") / "code" / "forgeries" /
+                                                                         f"{framework}.txt").is_file()
+                          else "the reference patch changes no source file that exists at the base")
+    return out
