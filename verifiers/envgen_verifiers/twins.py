@@ -2,21 +2,23 @@
 
 Code under test runs in the test process, so it can read every name, text and file there and rewrite
 what the runner reports: a canary test it can recognise, it can spare. A twin is a copy of a
-FAIL_TO_PASS test with one literal of its expectation changed (``3`` -> ``4``, ``"abc"`` -> ``"abd"``,
-``true`` -> ``false``), written beside the test in the same file; the real test and its twins are all
-renamed with a random suffix of the same shape, so names, files and ids give nothing away, and only
-knowing the right behaviour tells the real test from its twin. With a correct fix the real test passes
-and its twins fail; a run forged to report "everything passed", an assertion library that never throws,
-or a value whose ``==`` is always true makes the twins pass too, and the verdict is 0.
+FAIL_TO_PASS test with one literal of its expectation given another value (``== 3`` -> ``== 2`` and
+``== 4``; ``"abc"`` -> ``"abb"`` and ``"abd"``; ``true`` -> ``false``), written beside the test in the same
+file; the real test and its twins are all renamed with a random suffix of the same shape and shuffled,
+so names, files, ids and places give nothing away, and the copies differ in that one literal only, whose
+values form a window that holds the real one at a random place: only knowing the right behaviour tells
+the real test from its twins. With a correct fix the real test passes and its twins fail; a run forged to
+report "everything passed", an assertion library that never throws, or a value whose ``==`` is always
+true makes the twins pass too, and the verdict is 0.
 
-A plan is made once, at validation (``plan``), from the tree with the test patch applied; the gold
-runs with the twins written keep the twin tests that fail in every run (``expect_failing``) and the plan
-goes into the pack's ``hidden/``. The verifier writes the same files after staging a submission and
-requires every expected-failing twin reported as failing (``judge``).
+A plan is made once, at validation (``plan``, with a secret seed), from the tree with the test patch
+applied; the gold runs with the twins written keep the twin tests that fail in every run
+(``expect_failing``) and the plan goes into the pack's ``hidden/``. The verifier writes the same files
+after staging a submission and requires every expected-failing twin reported as failing (``judge``).
 
 Per language a ``Dialect`` says how tests are declared (where a test's code starts and ends, where its
-name ends) and how a test id names its file and declaration; everything else (finding literals, the
-copies, the renames, mapping reported ids back) is shared here.
+name ends) and how a test id names its file and declaration; everything else (finding literals, their
+other values, the copies, the renames, mapping reported ids back) is shared here.
 """
 
 from __future__ import annotations
