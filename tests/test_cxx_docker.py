@@ -49,7 +49,7 @@ def test_the_gtest_fix_is_validated_in_docker_with_per_test_ids(built):
                                     "Words/Upper.Converts/0", "Words/Upper.Converts/1", "Words/Upper.Converts/2"]
     runs = pack.tasks[0].meta["validation"]["runs"]
     assert {(r["source"], r["canary"]) for r in runs} == {("gtest+ctest-junit", "failed")}
-    assert args["twins"] == "twins.json" and pack.tasks[0].meta["validation"]["twin_checks"] == 2
+    assert args["twins"]["files"] == "twins.json" and pack.tasks[0].meta["validation"]["twin_checks"] == 2
 
 
 def test_oracle_scores_one_and_null_zero_through_gymnasium(built):

@@ -42,7 +42,7 @@ def test_the_c_fix_becomes_a_validated_pack(built):
     assert args["FAIL_TO_PASS"] == ["vec_pop_empty"]
     assert args["PASS_TO_PASS"] == ["vec_get", "vec_grow", "vec_push"]
     val = task.meta["validation"]
-    assert args["twins"] == "twins.json" and val["twin_checks"] == 2  # vec_pop_empty's twin programs both fail
+    assert args["twins"]["files"] == "twins.json" and val["twin_checks"] == 2  # vec_pop_empty's twin programs both fail
     assert [(r["mode"], r["source"], r["canary"]) for r in val["runs"]] == \
         [("base", "ctest-junit", "failed")] * 3 + [("gold", "ctest-junit", "failed")] * 3
     gate = report.details["tasks"][task.id]["gate"]
@@ -80,7 +80,7 @@ def test_an_automake_project_is_validated_from_its_trs_files_and_gated(tmp_path)
     assert (args["framework"], args["files"]) == ("make-check", ["tests/test_clamp.c"])
     assert (args["FAIL_TO_PASS"], args["PASS_TO_PASS"]) == (["tests/test_clamp"], ["tests/test_sum"])
     assert {(r["source"], r.get("canary")) for r in task.meta["validation"]["runs"]} == {("automake-trs", "failed")}
-    assert args["twins"] == "twins.json" and task.meta["validation"]["twin_checks"] >= 1  # twin test programs
+    assert args["twins"]["files"] == "twins.json" and task.meta["validation"]["twin_checks"] >= 1  # twin test programs
     gate = report.details["tasks"][task.id]["gate"]
     assert gate["reference"] == 1.0 and gate["empty"] == 0.0 and gate["mutated"] == 0.0 and gate["noop"] == 0.0
     assert gate["forgery"] == 0.0  # envs/code/forgeries/make-check.txt

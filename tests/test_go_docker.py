@@ -54,7 +54,7 @@ def test_docker_build_validates_the_fix_and_rejects_the_breaking_change(built):
     gate = report.details["tasks"][task.id]["gate"]
     assert gate["reference"] == gate["reference-again"] == 1.0 and gate["empty"] == 0.0, gate
     assert gate["forgery"] == 0.0, gate  # the Go forgery payload, planted by the gate: the twin checks stop it
-    assert task.verifier.args["twins"] == "twins.json" and task.meta["validation"]["twin_checks"] >= 2
+    assert task.verifier.args["twins"]["files"] == "twins.json" and task.meta["validation"]["twin_checks"] >= 2
 
 
 def test_oracle_scores_one_and_null_zero_through_gymnasium(built):

@@ -79,13 +79,12 @@ def test_pack_lists_subtests_in_gos_convention_and_the_gate_scores(built):
     assert all(v == 0.0 for k, v in gate.items() if k not in ("reference", "reference-again")), gate
     assert gate["forgery"] == 0.0  # envs/code/forgeries/go.txt, planted by the gate: the twins stop it
     # twin checks: TestMedian renamed, two twins beside it, each failing (with a subtest) under the fix
-    assert args["twins"] == "twins.json" and val["twin_checks"] == 4
-    plan = json.loads((pack.hidden_dir / "twins.json").read_text())
-    (planned,) = plan["plan"]["tests"]
+    assert args["twins"]["files"] == "twins.json" and val["twin_checks"] == 4
+    (planned,) = args["twins"]["tests"]
     assert (planned["file"], planned["name"], len(planned["twins"])) == ("stats/stats_test.go", "TestMedian", 2)
-    text = plan["plan"]["files"]["stats/stats_test.go"]
+    text = json.loads((pack.hidden_dir / "twins.json").read_text())["files"]["stats/stats_test.go"]
     assert "func TestMedian(" not in text and text.count("func TestMedian_") == 3
-    assert all(t.startswith("example.com/gostats/stats.TestMedian_") for t in plan["expect_failing"])
+    assert all(t.startswith("example.com/gostats/stats.TestMedian_") for t in args["twins"]["expect_failing"])
 
 
 def test_go_mod_parsing_and_debian_names():

@@ -46,7 +46,7 @@ def test_validation_in_docker_finds_the_lists(built):
     assert [(r["mode"], r["source"], r["canary"]) for r in runs] == [("base", "junit", "failed"),
                                                                      ("gold", "junit", "failed"),
                                                                      ("gold", "junit", "failed")]
-    assert task.meta["validation"]["twin_checks"] == 2 and task.verifier.args["twins"] == "twins.json"
+    assert task.meta["validation"]["twin_checks"] == 2 and task.verifier.args["twins"]["files"] == "twins.json"
     (env,) = report.details["environments"].values()
     assert env["tag"].startswith("envgen/repoenv:java-") and env["steps"] == []
     assert load(root / "out" / report.packs[0]).manifest.image.base == "debian:bookworm+jdk"

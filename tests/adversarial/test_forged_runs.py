@@ -102,11 +102,15 @@ def packs(tmp_path_factory):
 def test_the_pack_has_hidden_twins_of_its_fail_to_pass_test(packs):
     pack, _, _ = packs
     args = pack.tasks[0].verifier.args
-    plan = json.loads((pack.hidden_dir / args["twins"]).read_text())
+    hidden = json.loads((pack.hidden_dir / args["twins"]["files"]).read_text())
     assert args["FAIL_TO_PASS"] == ["tests/test_core.py::test_subtract"]
-    text = plan["plan"]["files"]["tests/test_core.py"]
+    text = hidden["files"]["tests/test_core.py"]
     assert "def test_subtract(" not in text and text.count("def test_subtract_") == 3  # renamed, two twins
-    assert len(plan["expect_failing"]) == 2 and all("test_subtract_" in t for t in plan["expect_failing"])
+    expect = args["twins"]["expect_failing"]
+    assert len(expect) == 2 and all("test_subtract_" in t for t in expect)
+    # which copy is real is in the verifier's arguments only: the test process can read hidden/
+    assert list(hidden) == ["files"] and all(s not in json.dumps(hidden).replace(f"test_subtract{s}", "")
+                                             for s in args["twins"]["real"])
     assert "twins" not in (pack.root / "env" / "code.json").read_text()  # nothing reaches the agent's side
     assert pack.tasks[0].meta["validation"]["twin_checks"] == 2
 

@@ -15,7 +15,6 @@ them: the forged run reports the copies passing too.
 
 from __future__ import annotations
 
-import json
 
 import gymnasium
 import pytest
@@ -243,7 +242,7 @@ def bare_env(gostats_pack, tmp_path_factory):
 
 
 def _twin_checks(pack) -> int:
-    return len(json.loads((pack.hidden_dir / "twins.json").read_text())["expect_failing"])
+    return len(pack.tasks[0].verifier.args["twins"]["expect_failing"])
 
 
 def _episode(env, task_id: str, calls: list[tuple]) -> tuple[float, dict, list[str]]:

@@ -270,13 +270,12 @@ def test_the_issues_expect_proxy_scores_zero(flavors):
 def test_a_genuine_fix_scores_one_with_the_twins_failing(flavors, flavor):
     pack, _ = flavors(flavor)
     args = pack.tasks[0].verifier.args
-    plan = json.loads((pack.hidden_dir / args["twins"]).read_text())
-    (test_file, text), = plan["plan"]["files"].items()
+    (test_file, text), = json.loads((pack.hidden_dir / args["twins"]["files"]).read_text())["files"].items()
     assert "lowercases and joins words with dashes\"" not in text  # renamed, beside its twins
-    assert text.count("lowercases and joins words") == 1 + len(plan["plan"]["twins"]) >= 2
+    assert text.count("lowercases and joins words") == 1 + len(args["twins"]["twins"]) >= 2
     reward, details = _episode(pack, [("replace_in_file", {"path": LIBRARY[flavor], "old": FIX[0], "new": FIX[1]})])
     assert reward == 1.0, details
-    n = len(plan["expect_failing"])
+    n = len(args["twins"]["expect_failing"])
     assert n >= 1 and details["twins"] == f"{n}/{n} failed as they must" and details["rc"] == 1, details
 
 

@@ -15,9 +15,7 @@ A genuine fix that also edits the tests and the configuration still scores 1.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -26,9 +24,10 @@ import pytest
 from envgen.episodes.episode import Episode
 from envgen.families.code import build_code
 from envgen.build.gate import forgery_patch
-from envgen.pack import load, save
+from envgen.pack import load
 from envgen.paths import bundled
 from envgen.sandbox import open_sandbox
+from twinless import without_twins as _without_twins
 
 try:
     from php_repo import COMPOSER_JSON, PHPUNIT_XML, make_money_repo
@@ -204,19 +203,11 @@ def money(tmp_path_factory):
 def bare(money, tmp_path_factory):
     """A copy of the pack whose task has no twin checks: the task as it was before them."""
     pack, _ = money
-    dest = tmp_path_factory.mktemp("php-attacks-bare") / "bare"
-    task = pack.tasks[0]
-    args = dict(task.verifier.args)
-    assert args.pop("twins") == "twins.json"
-    hidden = dest.parent / "hidden"
-    shutil.copytree(pack.hidden_dir, hidden)
-    (hidden / "twins.json").unlink()
-    new = task.model_copy(update={"verifier": task.verifier.model_copy(update={"args": args})})
-    return save(type(pack)(pack.manifest, [new], pack.root), dest, env_from=pack.root / "env", hidden_from=hidden)
+    return _without_twins(pack, tmp_path_factory.mktemp("php-attacks-bare") / "bare")
 
 
 def _twin_checks(pack) -> int:
-    return len(json.loads((pack.hidden_dir / "twins.json").read_text())["expect_failing"])
+    return len(pack.tasks[0].verifier.args["twins"]["expect_failing"])
 
 
 def _grade(pack, patch: str):

@@ -24,6 +24,7 @@ runner's own summary lines are parsed (pytest ``-rA``, unittest ``-v``).
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import re
@@ -743,8 +744,6 @@ def _entries(tree: str, *args: str, env: dict | None = None) -> dict[str, tuple[
 
 def _disk_state(tree: str, path: str) -> tuple[str, str | None] | None:
     """(kind, blob id) of a path on disk, as git would hash it; None when it does not exist."""
-    import hashlib
-
     full = os.path.join(tree, path)
     if not os.path.lexists(full):
         return None
@@ -1134,15 +1133,18 @@ def distrust(res: dict, expect_failing: list[str] = (), twin_outcomes: dict | No
 
 
 def _twin_plan(args: dict, hidden_dir: str | None) -> tuple[dict | None, list[str]]:
-    """The task's twin plan and the twin ids that must fail (``args["twins"]``: a file in hidden/)."""
-    name = args.get("twins")
-    if not name:
+    """The task's twin plan and the twin ids that must fail. ``args["twins"]``: {"files": a file in
+    hidden/ holding the planned test files, "real": the real tests' suffixes, "twins": the twins',
+    "expect_failing": ids}. Which suffix is real lives in the verifier's arguments only, never in a file:
+    code in the test process can read hidden/ (it runs as the verifier's user), not the verifier's memory."""
+    spec = args.get("twins")
+    if not spec:
         return None, []
-    text = _read(os.path.join(hidden_dir or "", name))
+    text = _read(os.path.join(hidden_dir or "", spec["files"]))
     if text is None:
-        raise RuntimeError(f"the hidden twin plan {name} is missing: the pack is broken")
-    data = json.loads(text)
-    return data["plan"], list(data["expect_failing"])
+        raise RuntimeError(f"the hidden twin checks {spec['files']} are missing: the pack is broken")
+    plan = {"files": json.loads(text)["files"], "real": list(spec["real"]), "twins": list(spec["twins"])}
+    return plan, list(spec["expect_failing"])
 
 
 def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: str | None,
@@ -1152,7 +1154,7 @@ def check(args: dict, *, answer: str, calls: list, work_dir: str, hidden_dir: st
     args: base (commit), framework, files (test files to run), FAIL_TO_PASS, PASS_TO_PASS, test_patch
     (file in hidden/), plugins (pytest plugin names recorded at validation; when absent, the ones the
     environment provides), and optionally options (another language's runner settings), python,
-    pythonpath, timeout_s, repo, git_dir, submit_tool,
+    pythonpath, timeout_s, repo, git_dir, submit_tool, twins (the twin checks: see ``_twin_plan``),
     report_tests (details["tests"]: each FAIL_TO_PASS/PASS_TO_PASS test's outcome, "missing" if unreported).
     """
     submit_tool = args.get("submit_tool", "submit")
@@ -1303,7 +1305,8 @@ def matrix(spec: dict) -> dict:
                 narrowed = True
                 twin_note = (f"twin checks dropped: with them, {len(moved)} test(s) changed outcome "
                              f"({_shown_ids(moved)})")
-                twin_plan = _twins.plan(tree, lang, keep, spec["files"], seed=secrets.randbits(64)) if keep else None
+                twin_plan = _twins.plan(tree, lang, keep, spec["files"], seed=twin_seed(spec, "narrowed")) if keep \
+                    else None
                 twin_plan = twin_plan if twin_plan and twin_plan["files"] else None
                 candidates = keep
                 rec.update(staged(sub, what))
@@ -1336,6 +1339,15 @@ def _shown_ids(ids: list[str], n: int = 3) -> str:
     return ", ".join(ids[:n]) + (f" ... ({len(ids)} in all)" if len(ids) > n else "")
 
 
+def twin_seed(spec: dict, salt: str = "") -> int:
+    """The seed of a task's twin plan: a hash of its gold patch (with the test patch and base), so that a
+    rebuild makes the same plan while nothing in the agent's reach computes it (the gold patch is never
+    in the sandbox, nor in the tree a verdict runs)."""
+    gold = next((_read(m["submission"]) or "" for m in spec["modes"] if m["name"] == "gold" and m.get("submission")), "")
+    key = "\0".join([gold, _read(spec["test_patch"]) or "", spec["base"], salt])
+    return int(hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16], 16)
+
+
 def _surviving(plan: dict, candidates: list[str], real: dict, twin_out: dict, lang, files: list[str],
                tree: str) -> list[str]:
     """The candidates worth a second plan after one broke the run: tests whose twins were all reported
@@ -1360,8 +1372,7 @@ def _plan_twins(tree: str, lang, runs: list, gold: str, changes: dict, spec: dic
                   and is_changed(t, changes, spec["files"], framework, tree)]
     if not candidates:
         return None, "no twin checks: no test fails at the base and passes with the gold patch", []
-    # a secret seed: the suffixes and which copy is real must not be computable from what the tree shows
-    plan = _twins.plan(tree, lang, candidates, spec["files"], seed=secrets.randbits(64))
+    plan = _twins.plan(tree, lang, candidates, spec["files"], seed=twin_seed(spec))
     if not plan["files"]:
         return None, "no twin checks: no FAIL_TO_PASS test has a literal a twin could change", candidates
     return plan, "", candidates

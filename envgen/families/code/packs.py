@@ -42,7 +42,8 @@ from .execution import Validation
 SUBMIT = "submit"
 TEST_PATCH = "test.patch"
 TWINS = "twins.json"
-"""hidden/: the twin checks validation made (``envgen_verifiers.twins``), written over the staged tests."""
+"""hidden/: the test files of the twin checks validation made (``envgen_verifiers.twins``), written over the
+staged tests; the verifier's ``twins`` argument says which copies are real and which must fail."""
 CATEGORY_PREFIX = "swe"
 DEFAULT_LIMITS = dict(max_turns=100, step_timeout_s=150.0, episode_timeout_s=3600.0, memory_mb=2048, cpus=1.0,
                       output_limit=16_384)
@@ -135,9 +136,13 @@ def finalize(pack: Pack, validation: Validation, environment: dict[str, Any] | N
     args["plugins"] = [p["name"] for p in validation.plugins]
     args["timeout_s"] = run_timeout(validation)
     twins = pack.hidden_dir / TWINS
-    if validation.twins:  # only the verifier sees them: names, files and expected failures stay hidden
-        twins.write_text(json.dumps(validation.twins, sort_keys=True) + "\n", encoding="utf-8")
-        args["twins"] = TWINS
+    if validation.twins:
+        # the planned test files go to hidden/ (the verifier writes them into the tree anyway); which copy
+        # is real goes to the verifier's arguments only: code in the test process can read hidden/, not those
+        plan = validation.twins["plan"]
+        twins.write_text(json.dumps({"files": plan["files"]}, sort_keys=True) + "\n", encoding="utf-8")
+        args["twins"] = {"files": TWINS, "real": plan["real"], "twins": plan["twins"], "tests": plan["tests"],
+                         "expect_failing": validation.twins["expect_failing"]}
     else:
         twins.unlink(missing_ok=True)
         args.pop("twins", None)
