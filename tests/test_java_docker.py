@@ -13,6 +13,7 @@ import gymnasium
 import pytest
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
+from envgen.episodes.actions import render_action
 from envgen.families.code import build_code
 from envgen.pack import load
 from envgen.policies.builtin import NullPolicy, OraclePolicy, rollout
@@ -22,6 +23,8 @@ try:
     from .java_repo import make_slugs_repo
 except ImportError:  # tests/ is not a package: pytest puts it on sys.path
     from java_repo import make_slugs_repo
+
+from twinless import gate_forgery
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1200)]
 
@@ -64,3 +67,20 @@ def test_oracle_scores_one_and_null_zero_through_gymnasium(built):
     assert oracle.reward_details["FAIL_TO_PASS"] == "1/1" and oracle.reward_details["PASS_TO_PASS"] == "6/6"
     assert oracle.reward_details["twins"] == "2/2 failed as they must"
     assert null.reward == 0.0
+
+
+def test_the_gates_maven_forgery_scores_zero_in_docker(built):
+    """Surefire's channel in the forked JVM rewritten by the library's static initializer (the gate's payload):
+    the twins are reported passing too."""
+    root, _, report = built
+    pack = load(root / "out" / report.packs[0])
+    env = gymnasium.make("envgen/Pack-v0", pack=str(pack.root), sandbox="docker")
+    try:
+        env.reset(options={"task_id": pack.tasks[0].id})
+        env.step(render_action("", [("submit", {"patch": gate_forgery(pack)})]))
+        _, reward, terminated, _, info = env.step("Done.")
+    finally:
+        env.close()
+    details = info["reward_details"]
+    assert terminated and reward == 0.0 and details["FAIL_TO_PASS"] == "1/1", details
+    assert details["twins"].startswith("0/") and "twin checks" in details["reason"], details

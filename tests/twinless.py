@@ -19,3 +19,25 @@ def without_twins(pack, dest: Path):
     (hidden / "twins.json").unlink()
     new = task.model_copy(update={"verifier": task.verifier.model_copy(update={"args": args})})
     return save(type(pack)(pack.manifest, [new], pack.root), dest, env_from=pack.root / "env", hidden_from=hidden)
+
+
+def gate_forgery(pack) -> str:
+    """The red-team gate's forgery probe for the pack's task: its runner's payload planted as the gate
+    plants it (``envgen.build.gate.forgery_patch``), from the task's base in the pack's own snapshot."""
+    import hashlib
+    import subprocess
+
+    from envgen.build.gate import forgery_patch
+
+    task = pack.tasks[0]
+    args = task.verifier.args
+
+    def read(path: str) -> str | None:
+        out = subprocess.run(["git", "--git-dir", str(pack.env_dir / "repo.git"), "show", f"{args['base']}:{path}"],
+                             capture_output=True)
+        return out.stdout.decode("utf-8", "surrogateescape") if out.returncode == 0 else None
+
+    patch = forgery_patch(read, args["framework"], task.reference.patch or "",
+                          hashlib.sha256(task.id.encode()).hexdigest()[:12])
+    assert patch, "the gate's forgery probe does not apply to this task"
+    return patch
