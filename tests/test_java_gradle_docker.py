@@ -37,5 +37,5 @@ def test_gradle_build_validates_and_scores_in_docker(tmp_path):
     finally:
         env.close()
     assert oracle.reward == 1.0 and oracle.reward_details["FAIL_TO_PASS"] == "1/1", oracle.reward_details
-    assert oracle.reward_details["twins"] == "2/2 failed as they must" and args["twins"] == "twins.json"
+    assert oracle.reward_details["twins"] == "2/2 failed as they must" and args["twins"]["files"] == "twins.json"
     assert null.reward == 0.0

@@ -90,6 +90,12 @@ def test_numbers_keep_their_spelling_and_never_go_below_zero():
     assert twins.variants(twins.Literal(0, 4, "bool", "True", True), twins.PYTHON, 2, rng) == ["False"]
 
 
+def test_functions_named_as_the_projects_pytest_configuration_says_get_twins(tmp_path):
+    """``python_functions = ["check_*"]`` (scmdemo, real projects): a test need not be named test_*."""
+    plan = _plan(tmp_path, ["tests/test_a.py::check_km"], "def check_km():\n    assert km(1000) == 1\n")
+    assert plan["tests"] and plan["tests"][0]["name"] == "check_km"
+
+
 def test_a_lone_boolean_is_never_flipped(tmp_path):
     """``assert True`` -> ``assert False`` would fail whatever the code does, and say it is a twin."""
     plan = _plan(tmp_path, ["tests/test_a.py::TestF::test_flag"])

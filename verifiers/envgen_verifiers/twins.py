@@ -531,7 +531,7 @@ class PythonDialect(Dialect):
             for node in body:
                 if isinstance(node, ast.ClassDef):
                     walk(node.body, (*prefix, node.name))
-                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):  # python_functions may be any
                     first = min([node.lineno] + [dec.lineno for dec in node.decorator_list])
                     line = text[offsets[node.lineno - 1]:offsets[node.lineno - 1] + 4000]
                     m = re.search(r"def\s+(" + re.escape(node.name) + r")\b", line)
