@@ -321,11 +321,6 @@ def literals(text: str, decl: Decl, d: Dialect) -> list[Literal]:
     return ordered + [x for x in out if not x.on_assert]
 
 
-def changed(lit: Literal, d: Dialect) -> str:
-    """The literal with its value changed and its type kept (the first of ``variants``, unshuffled)."""
-    return variants(lit, d, 1, random.Random(0))[0]
-
-
 ALPHABETS = (string.digits, string.ascii_lowercase, string.ascii_uppercase)
 
 
