@@ -13,7 +13,6 @@ import gymnasium
 import pytest
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
-from envgen.episodes.actions import render_action
 from envgen.families.code import build_code
 from envgen.pack import load
 from envgen.policies.builtin import NullPolicy, OraclePolicy, rollout
@@ -24,7 +23,7 @@ try:
 except ImportError:  # tests/ is not a package: pytest puts it on sys.path
     from java_repo import make_slugs_repo
 
-from twinless import gate_forgery
+from twinless import episode, gate_forgery
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1200)]
 
@@ -74,13 +73,6 @@ def test_the_gates_maven_forgery_scores_zero_in_docker(built):
     the twins are reported passing too."""
     root, _, report = built
     pack = load(root / "out" / report.packs[0])
-    env = gymnasium.make("envgen/Pack-v0", pack=str(pack.root), sandbox="docker")
-    try:
-        env.reset(options={"task_id": pack.tasks[0].id})
-        env.step(render_action("", [("submit", {"patch": gate_forgery(pack)})]))
-        _, reward, terminated, _, info = env.step("Done.")
-    finally:
-        env.close()
-    details = info["reward_details"]
-    assert terminated and reward == 0.0 and details["FAIL_TO_PASS"] == "1/1", details
+    reward, details = episode(pack, submit={"patch": gate_forgery(pack)}, sandbox="docker")
+    assert reward == 0.0 and details["FAIL_TO_PASS"] == "1/1", details
     assert details["twins"].startswith("0/") and "twin checks" in details["reason"], details

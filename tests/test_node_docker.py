@@ -8,7 +8,6 @@ import gymnasium as gym
 import pytest
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
-from envgen.episodes.actions import render_action
 from envgen.families.code import build_code
 from envgen.families.code.repo_image import layer_sharing
 from envgen.pack import load
@@ -20,7 +19,7 @@ try:
 except ImportError:  # tests/ is not a package: pytest puts it on sys.path
     from node_repo import make_node_repo
 
-from twinless import gate_forgery
+from twinless import episode, gate_forgery
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1500)]
 
@@ -74,13 +73,6 @@ def test_the_gates_jest_forgery_scores_zero_in_docker(built):
     """``expect`` made a proxy that never throws, planted by the gate in the library: the twins pass too."""
     root, shas, report = built
     pack = load(root / "out" / report.packs[0])
-    env = gym.make("envgen/Pack-v0", pack=str(pack.root), sandbox="docker")
-    try:
-        env.reset(options={"task_id": pack.tasks[0].id})
-        env.step(render_action("", [("submit", {"patch": gate_forgery(pack)})]))
-        _, reward, terminated, _, info = env.step("Done.")
-    finally:
-        env.close()
-    details = info["reward_details"]
-    assert terminated and reward == 0.0 and details["FAIL_TO_PASS"] == "1/1", details  # forged: believed by no one
+    reward, details = episode(pack, submit={"patch": gate_forgery(pack)}, sandbox="docker")
+    assert reward == 0.0 and details["FAIL_TO_PASS"] == "1/1", details  # forged: believed by no one
     assert details["twins"].startswith("0/") and "twin checks" in details["reason"], details

@@ -41,3 +41,25 @@ def gate_forgery(pack) -> str:
                           hashlib.sha256(task.id.encode()).hexdigest()[:12])
     assert patch, "the gate's forgery probe does not apply to this task"
     return patch
+
+
+def episode(pack, calls: list[tuple] = (), *, submit: dict | None = None, sandbox: str = "local") -> tuple[float, dict]:
+    """(reward, verifier details) of one episode of the pack's task through ``gymnasium.make``: the tool
+    calls, then ``submit`` (the working tree's diff, or the given arguments), then a final answer."""
+    import gymnasium
+
+    import envgen  # noqa: F401  (registers envgen/Pack-v0)
+    from envgen.episodes.actions import render_action
+
+    env = gymnasium.make("envgen/Pack-v0", pack=str(pack.root), sandbox=sandbox)
+    try:
+        env.reset(options={"task_id": pack.tasks[0].id})
+        for name, args in [*calls, ("submit", submit or {})]:
+            obs, _, terminated, truncated, _ = env.step(render_action("", [(name, args)]))
+            assert not (terminated or truncated), obs
+        assert "submitted a patch" in obs, obs
+        _, reward, terminated, _, info = env.step("I fixed the issue.")
+        assert terminated
+        return reward, info["reward_details"]
+    finally:
+        env.close()

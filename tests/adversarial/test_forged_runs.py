@@ -14,18 +14,17 @@ from __future__ import annotations
 import json
 import textwrap
 
-import gymnasium
 import pytest
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
 from envgen.build.gate import gate
-from envgen.episodes.actions import render_action
 from envgen.families.code import build_code
 from envgen.pack import load
 from envgen.paths import bundled
 from envgen.sandbox import open_sandbox
 
 from code_repo import _commit, _git, _write, make_calc_repo
+from twinless import episode as _episode
 from twinless import without_twins as _without_twins
 
 
@@ -68,21 +67,6 @@ def _tree_edit(path: str, old: str, new: str) -> tuple:
 
 def _append(path: str, text: str) -> tuple:
     return ("bash", {"command": f"cat >> {path} <<'EOF'\n{text}EOF\n"})
-
-
-def _episode(pack, calls: list[tuple]) -> tuple[float, dict]:
-    env = gymnasium.make("envgen/Pack-v0", pack=str(pack.root), sandbox="local")
-    try:
-        env.reset(options={"task_id": pack.tasks[0].id})
-        for name, args in [*calls, ("submit", {})]:
-            obs, _, terminated, truncated, _ = env.step(render_action("", [(name, args)]))
-            assert not (terminated or truncated), obs
-        assert "submitted a patch" in obs, obs
-        _, reward, terminated, _, info = env.step("I fixed the issue.")
-        assert terminated
-        return reward, info["reward_details"]
-    finally:
-        env.close()
 
 
 @pytest.fixture(scope="module")

@@ -22,12 +22,10 @@ import re
 import shlex
 import shutil
 
-import gymnasium
 import pytest
 
 import envgen  # noqa: F401  (registers envgen/Pack-v0)
 from envgen.build.gate import gate
-from envgen.episodes.actions import render_action
 from envgen.episodes.episode import Episode
 from envgen.families.code import build_code
 from envgen.pack import load
@@ -35,6 +33,7 @@ from envgen.paths import bundled
 from envgen.sandbox import open_sandbox
 
 from node_repo import make_node_repo, package_json
+from twinless import episode as _episode
 from twinless import without_twins as _without_twins
 
 pytestmark = [pytest.mark.timeout(900),
@@ -223,21 +222,6 @@ def flavors(tmp_path_factory, pack):
             built[flavor] = (p, _without_twins(p, root / f"bare-{flavor}"))
         return built[flavor]
     return get
-
-
-def _episode(pack, calls: list[tuple]) -> tuple[float, dict]:
-    env = gymnasium.make("envgen/Pack-v0", pack=str(pack.root), sandbox="local")
-    try:
-        env.reset(options={"task_id": pack.tasks[0].id})
-        for name, args in [*calls, ("submit", {})]:
-            obs, _, terminated, truncated, _ = env.step(render_action("", [(name, args)]))
-            assert not (terminated or truncated), obs
-        assert "submitted a patch" in obs, obs
-        _, reward, terminated, _, info = env.step("I fixed the issue.")
-        assert terminated
-        return reward, info["reward_details"]
-    finally:
-        env.close()
 
 
 def _append(path: str, text: str) -> tuple:
