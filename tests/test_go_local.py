@@ -130,6 +130,14 @@ def test_recipe_for_vendored_newer_and_too_new_modules(tmp_path, monkeypatch):
         Go().recipe(too_new)
 
 
+def test_a_go_mod_without_a_go_line_is_taken_as_go_1_16_and_the_note_says_so(tmp_path, monkeypatch):
+    monkeypatch.delenv("ENVGEN_GOPROXY", raising=False)
+    recipe = Go().recipe(_repo_with(tmp_path, {"go.mod": "module example.com/old\n", "old.go": "package old\n"}))
+    assert recipe.suite == "bookworm" and recipe.options["go"] == ""
+    note = next(n for n in recipe.notes if n.startswith("Go 1.19"))
+    assert "go.mod has no go directive, so go 1.16 is assumed" in note and "?" not in note
+
+
 def test_recipe_through_a_module_proxy_named_by_envgen_goproxy(tmp_path, monkeypatch):
     monkeypatch.setenv("ENVGEN_GOPROXY", "file:///srv/goproxy")
     view = _repo_with(tmp_path, {"go.mod": "module example.com/p\n\ngo 1.19\n\nrequire github.com/a/b v1.0.0\n"})

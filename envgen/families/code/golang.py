@@ -39,6 +39,8 @@ DEBIAN_GOCODE = "/usr/share/gocode/src"
 MODCACHE = "/opt/envgen/gomodcache"
 """The module cache a mirror fills at the task image's build (read-only at test time)."""
 PROXY_ENV = "ENVGEN_GOPROXY"
+NO_GO_DIRECTIVE = (1, 16)
+"""The language version the go command assumes for a go.mod without a ``go`` line (Go 1.17 and later)."""
 CODE_SUFFIXES = (".go", ".s", ".c", ".h", ".cc", ".cpp")
 SKIP_DIRS = ("vendor", "testdata")
 REPO_DIR = f"{WORK_DIR}/repo"
@@ -164,13 +166,18 @@ class Go(Language):
         path = f"{root}/go.mod" if root else "go.mod"
         mod = GoMod(view.read(path) or "")
         notes = [f"Go module {mod.module} ({path})"]
-        want = _version(mod.go) or (1, 16)
+        want = _version(mod.go) or NO_GO_DIRECTIVE
         fits = [s for s, v in GO_VERSIONS.items() if _version(v) >= want[:2]]
         if not fits:
             have = ", ".join(f"Go {v} ({s})" for s, v in GO_VERSIONS.items())
             raise InputError(f"go.mod says go {mod.go}: no base image has that Go (available: {have})")
         suite = min(fits, key=lambda s: _version(GO_VERSIONS[s]))
-        notes.append(f"Go {GO_VERSIONS[suite]} ({suite}'s golang-go): the oldest base layer with go >= {mod.go or '?'}")
+        if mod.go:
+            notes.append(f"Go {GO_VERSIONS[suite]} ({suite}'s golang-go): the oldest base layer with go >= {mod.go}")
+        else:
+            assumed = ".".join(map(str, NO_GO_DIRECTIVE))
+            notes.append(f"Go {GO_VERSIONS[suite]} ({suite}'s golang-go): {path} has no go directive, so go "
+                         f"{assumed} is assumed (the go command's rule for such a module)")
         options: dict = {"root": root or ".", "module": mod.module, "go": mod.go, "flags": []}
         steps: list[Step] = []
         task_steps: list[Step] = []
