@@ -8,11 +8,21 @@ validation materialise their own from the snapshot, and every reset removes untr
 them over the tree after every materialisation, reset and staging. They are infrastructure: a
 submission cannot change them, the verifier restores them to exactly what the install generated.
 
-``check`` is the install check (a build step after the install): the project's top-level import names
-import, and the pytest plugins it registers load, in the environment the tests run in.
+``check`` is the install check (a build step after the install): the project's own top-level modules that
+the tests import (test files and conftest, read with ``ast``) import, and the pytest plugins it registers
+load, in the environment the tests run in. The same names are checked whatever the install left (metadata
+or not, editable or not), so a module the project ships to fail on import (a deprecation shim) is never
+imported unless a test imports it.
+
+``deps`` installs the environment's dependencies (the repository environment's build step): a list of
+requirement sets tried in order (the first that pip installs wins), each resolved as of a cut-off date
+(the task's commit): pip's ``--uploaded-prior-to`` where the venv's pip has it and the index serves upload
+times (PEP 700), else every named requirement capped at its newest release uploaded before the cut-off,
+read from the index's JSON simple API.
 
     python3 -m envgen_verifiers.install capture TREE
     python3 -m envgen_verifiers.install check TREE --python PY [--framework pytest] [--pythonpath ROOT ...]
+    python3 -m envgen_verifiers.install deps --python PY --plan JSON
 """
 
 from __future__ import annotations
@@ -205,16 +215,47 @@ if found:
         elif group == "pytest11" and "=" in line:
             n, v = line.split("=", 1)
             plugins.append((n.strip(), v.strip()))
-if not tops:
-    for root in sys.argv[2:]:
-        base = os.path.join(tree, root) if root not in ("", ".") else tree
-        for n in sorted(os.listdir(base)) if os.path.isdir(base) else []:
-            if os.path.isfile(os.path.join(base, n, "__init__.py")) and n.isidentifier() \
-                    and n not in ("tests", "test", "testing", "docs"):
-                tops.append(n)
+roots = [os.path.join(tree, r) if r not in ("", ".") else tree for r in sys.argv[2:]]
+own, packages = list(tops), []
+for base in roots:
+    for n in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        name = n[:-3] if n.endswith(".py") and os.path.isfile(os.path.join(base, n)) else n
+        if not name.isidentifier() or name in own or name in ("setup", "conftest", "noxfile", "tasks"):
+            continue
+        if name == n and not os.path.isfile(os.path.join(base, n, "__init__.py")):
+            continue
+        own.append(name)
+        if name == n:
+            packages.append(name)
+import ast
+SKIP = {".git", ".tox", ".nox", ".venv", "venv", "node_modules", "build", "dist", "__pycache__", ".eggs"}
+TEST_DIRS = {"tests", "test", "testing"}
+imported = set()
+for root, dirs, files in os.walk(tree):
+    dirs[:] = [d for d in dirs if d not in SKIP and not d.endswith(".egg-info")]
+    in_tests = bool(TEST_DIRS & set(os.path.relpath(root, tree).split(os.sep)))
+    for f in files:
+        if not f.endswith(".py") or not (in_tests or f.startswith("test_") or f.endswith("_test.py")
+                                         or f in ("conftest.py", "tests.py", "test.py")):
+            continue
+        try:
+            with open(os.path.join(root, f), "rb") as fh:
+                mod = ast.parse(fh.read())
+        except (SyntaxError, ValueError, OSError):
+            continue
+        for node in ast.walk(mod):
+            if isinstance(node, ast.Import):
+                imported.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                imported.add(node.module.split(".")[0])
+wanted = [n for n in own if n in imported and n not in ("tests", "test", "testing")]
+basis = "the tests import"
+if not wanted:
+    wanted = tops or [n for n in packages if n not in ("tests", "test", "testing", "docs")]
+    basis = "no test imports the project: its top-level names"
 import importlib
 done = []
-for n in tops:
+for n in wanted:
     m = importlib.import_module(n)
     done.append([n, getattr(m, "__file__", None) or ""])
 loaded = []
@@ -224,11 +265,15 @@ for n, v in plugins:
     for a in filter(None, attr.strip().split(".")):
         obj = getattr(obj, a)
     loaded.append([n, v])
-print(json.dumps({"dist": dist, "imported": done, "plugins": loaded}))
+print(json.dumps({"dist": dist, "imported": done, "plugins": loaded, "basis": basis,
+                  "skipped": [n for n in own if n not in wanted]}))
 """
 """Run by the task's interpreter in the tests' environment: find the distribution pip installed from
-the tree (its direct_url.json), import its top-level names (top_level.txt, else RECORD, else the
-packages at the import roots) and load its pytest11 entry points."""
+the tree (its direct_url.json); the project's own top-level names are its names (top_level.txt, else
+RECORD) and the packages and modules at the import roots, whatever the install left; import those the
+tests import (a module no test imports, such as a shim that raises ImportError on purpose, is never
+imported; without any, the distribution's names or the packages at the roots) and load its pytest11
+entry points."""
 
 
 def check(tree: str, python: str, framework: str = "pytest", pythonpath=(".",)) -> dict:
@@ -257,6 +302,182 @@ def check(tree: str, python: str, framework: str = "pytest", pythonpath=(".",)) 
     return result
 
 
+# ---------------------------------------------------------------- dependencies as of a date
+
+JSON_ACCEPT = "application/vnd.pypi.simple.v1+json"
+NO_UPLOAD_TIMES = "does not provide upload-time metadata"
+"""pip's message when --uploaded-prior-to meets an index without PEP 700 upload times."""
+
+
+def _pip(python: str, *args: str, run=subprocess.run):
+    return run([python, "-m", "pip", *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+               stderr=subprocess.STDOUT)
+
+
+def pip_dates(python: str, run=subprocess.run) -> bool:
+    """Whether the venv's pip has ``--uploaded-prior-to`` (pip 26; the newest pip an old Python gets lacks it)."""
+    out = _pip(python, "install", "--help", run=run)
+    return out.returncode == 0 and b"--uploaded-prior-to" in out.stdout
+
+
+def index_urls(python: str, run=subprocess.run) -> list[str]:
+    """The simple indexes the venv's pip reads: its configuration (PIP_INDEX_URL / PIP_EXTRA_INDEX_URL, pip
+    config), else pip's own default index (asked of pip, so no registry name is written here)."""
+    urls: list[str] = []
+    out = _pip(python, "config", "list", run=run)
+    conf = out.stdout.decode("utf-8", "replace") if out.returncode == 0 else ""
+    for key in ("index-url", "extra-index-url"):
+        env = os.environ.get("PIP_" + key.upper().replace("-", "_"))
+        values = env.split() if env else []
+        if not values:
+            for line in conf.splitlines():
+                name, _, value = line.partition("=")
+                if name.split(".")[-1] == key:
+                    values += value.strip().strip("'\"").split()
+        if key == "index-url" and not values:
+            got = run([python, "-c", "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"],
+                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            values = [got.stdout.decode().strip()] if got.returncode == 0 and got.stdout.strip() else []
+        urls += [v for v in values if v not in urls]
+    return urls
+
+
+def _normalize(name: str) -> str:
+    import re
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _version_key(v: str):
+    """A sort key for release strings, hand-written because the kit is stdlib only (Debian's python3 runs
+    it, without ``packaging``): numeric release parts, then pre-/dev-releases before the final release,
+    post-releases after it."""
+    import re
+    m = re.match(r"^v?(\d+(?:\.\d+)*)(.*)$", v.strip().lower())
+    if not m:
+        return ((), 0, v)
+    pre = bool(re.search(r"(a|b|c|rc|alpha|beta|pre|preview|dev)\d*", m.group(2)))
+    return (tuple(int(x) for x in m.group(1).split(".")), 0 if pre else 1, m.group(2))
+
+
+def _file_version(filename: str, project: str) -> str | None:
+    """The release a distribution file belongs to, from its name (wheel: ``name-ver-...whl``; sdist:
+    ``name-ver.tar.gz`` / ``.zip``); None for another project's file or a name that says none."""
+    base = filename
+    if base.endswith(".whl"):
+        parts = base[:-4].split("-")
+        return parts[1] if len(parts) >= 5 and _normalize(parts[0]) == project else None
+    for ext in (".tar.gz", ".zip", ".tar.bz2", ".tgz"):
+        if base.endswith(ext):
+            stem = base[:-len(ext)]
+            for i in range(len(stem) - 1, 0, -1):
+                if stem[i] == "-" and _normalize(stem[:i]) == project:
+                    return stem[i + 1:]
+    return None
+
+
+def newest_before(name: str, before: str, indexes: list[str], fetch=None) -> tuple[str | None, str]:
+    """(newest version with a file uploaded before ``before``, why) from the indexes' JSON simple API
+    (PEP 691/700); (None, why) when no index serves upload times for the project or none is that old.
+    Releases whose files are all yanked are skipped, as pip skips them."""
+    import urllib.request
+
+    def default_fetch(url: str) -> dict:
+        req = urllib.request.Request(url, headers={"Accept": JSON_ACCEPT})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return json.loads(r.read().decode("utf-8"))
+
+    fetch = fetch or default_fetch
+    project = _normalize(name)
+    versions: dict[str, bool] = {}
+    timed = False
+    misses: list[str] = []
+    for index in indexes:
+        try:
+            doc = fetch(index.rstrip("/") + "/" + project + "/")
+        except (OSError, ValueError) as e:  # an index without the project, or without the JSON API
+            misses.append(f"{index}: {type(e).__name__}")
+            continue
+        for f in doc.get("files") or []:
+            when = f.get("upload-time")
+            version = _file_version(str(f.get("filename", "")), project)
+            if not when or not version:
+                continue
+            timed = True
+            if when < before:
+                versions[version] = versions.get(version, False) or not f.get("yanked")
+    if not timed:
+        return None, f"{name}: no index serves upload times ({', '.join(misses) or 'none in its files'}); newest release"
+    usable = [v for v, ok in versions.items() if ok and _version_key(v)[1] == 1] or \
+        [v for v, ok in versions.items() if ok]
+    if not usable:
+        return None, f"{name}: no release uploaded before {before}; newest release"
+    best = max(usable, key=_version_key)
+    return best, f"{name}<={best}"
+
+
+def _names(requirements: list[str]) -> list[str]:
+    import re
+    out = []
+    for r in requirements:
+        m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)", r)
+        if m and m.group(1) not in out:
+            out.append(m.group(1))
+    return out
+
+
+def install_deps(plan: dict, python: str, run=subprocess.run, fetch=None, log=print) -> dict:
+    """Install the first of ``plan["alternatives"]`` (each ``{"label", "requirements"}``) that pip installs,
+    as of ``plan["before"]`` (ISO 8601, UTC; None: today's releases). Returns {"used": label or None,
+    "dating": how the cut-off was applied, "tried": [{"label", "rc", "tail"}]}."""
+    before = plan.get("before")
+    constraints = list(plan.get("constraints") or [])
+    pip_args = list(plan.get("pip") or [])
+    dating = "none" if not before else ("pip --uploaded-prior-to" if pip_dates(python, run) else "index JSON caps")
+    tried = []
+    indexes: list[str] | None = None
+    for alt in plan.get("alternatives") or []:
+        label, reqs = alt["label"], list(alt["requirements"])
+        mode = dating
+        while True:
+            caps: list[str] = []
+            extra: list[str] = []
+            if mode == "pip --uploaded-prior-to":
+                extra = ["--uploaded-prior-to", before]
+            elif mode == "index JSON caps":
+                indexes = indexes if indexes is not None else index_urls(python, run)
+                for n in _names(reqs):
+                    best, why = newest_before(n, before, indexes, fetch)
+                    log(f"envgen: dependencies as of {before}: {why}")
+                    if best:
+                        caps.append(f"{n}<={best}")
+            cons_file = None
+            if constraints or caps:
+                import tempfile
+                fd, cons_file = tempfile.mkstemp(prefix="envgen-constraints-", suffix=".txt")
+                with os.fdopen(fd, "w") as f:
+                    f.write("\n".join(constraints + caps) + "\n")
+            cmd = ["install", *pip_args, *extra, *(["-c", cons_file] if cons_file else []), *reqs]
+            log(f"envgen: dependencies, alternative {label!r} ({len(reqs)} requirement(s), as of "
+                f"{before or 'today'}: {mode})")
+            out = _pip(python, *cmd, run=run)
+            text = out.stdout.decode("utf-8", "replace")
+            if cons_file:
+                os.unlink(cons_file)
+            log(text.rstrip()[-6000:])
+            if out.returncode != 0 and mode == "pip --uploaded-prior-to" and NO_UPLOAD_TIMES in text:
+                log("envgen: the index serves no upload times to pip; capping each requirement by the index's JSON")
+                mode = dating = "index JSON caps"
+                continue
+            break
+        tail = [ln for ln in text.strip().splitlines() if ln.strip()][-1:] or [""]
+        tried.append({"label": label, "rc": out.returncode, "tail": tail[0][:300]})
+        if out.returncode == 0:
+            log(f"envgen: dependencies installed from alternative {label!r} (as of {before or 'today'}: {mode})")
+            return {"used": label, "dating": mode, "tried": tried}
+        log(f"envgen: alternative {label!r} failed (pip exit {out.returncode})")
+    return {"used": None, "dating": dating, "tried": tried}
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -270,7 +491,18 @@ def main(argv: list[str] | None = None) -> int:
     chk.add_argument("--python", required=True)
     chk.add_argument("--framework", default="pytest")
     chk.add_argument("--pythonpath", action="append", default=[])
+    dep = sub.add_parser("deps", help="install the first requirement set pip installs, as of a date")
+    dep.add_argument("--python", required=True)
+    dep.add_argument("--plan", required=True, help='JSON: {"before", "constraints", "alternatives": [{"label", '
+                     '"requirements"}]}')
     a = ap.parse_args(argv)
+    if a.cmd == "deps":
+        res = install_deps(json.loads(a.plan), a.python)
+        if res["used"] is None:
+            print("envgen: no requirement set installed: " + "; ".join(f"{t['label']}: {t['tail']}"
+                                                                       for t in res["tried"]))
+            return 1
+        return 0
     if a.cmd == "capture":
         files = capture(a.tree, a.dest)
         print(f"envgen: {len(files)} generated file(s) kept: {', '.join(files[:50]) or 'none'}")
@@ -284,8 +516,11 @@ def main(argv: list[str] | None = None) -> int:
     dist = res["dist"]
     print("envgen install check: " + ("installed from the tree" + (" (editable)" if dist["editable"] else "")
                                       if dist else "no distribution installed from the tree"))
+    print(f"  checked: {res.get('basis', '')}")
     for name, where in res["imported"]:
         print(f"  import {name}: {where}")
+    if res.get("skipped"):
+        print(f"  not imported (no test imports them): {', '.join(res['skipped'])}")
     for name, value in res["plugins"]:
         print(f"  pytest plugin {name} = {value}: loads")
     if "pytest" in res:

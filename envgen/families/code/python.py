@@ -33,6 +33,7 @@ from __future__ import annotations
 import ast
 import configparser
 import fnmatch
+import os
 import platform
 import re
 import shlex
@@ -84,6 +85,12 @@ except ModuleNotFoundError:  # pragma: no cover - 3.10 hosts
 def interpreters() -> dict[str, str]:
     """{suite: "X.Y"} of every base image suite (``envgen.sandbox.images.SUITES``)."""
     return {name: s.python for name, s in SUITES.items()}
+
+
+def buildable(suite: str) -> bool:
+    """Whether this machine can build the suite's base image: a suite moved to Debian's archive needs
+    ENVGEN_DEBIAN_ARCHIVE_MIRROR (the regular mirrors no longer carry it)."""
+    return not SUITES[suite].archived or bool(os.environ.get("ENVGEN_DEBIAN_ARCHIVE_MIRROR"))
 
 
 def python_suite(python: str) -> str:
@@ -326,11 +333,112 @@ def _read_setup_cfg(view: RepoView, meta: _Meta) -> None:
     meta.notes.append("read setup.cfg")
 
 
-def _literal(node):
+class _Unknown(Exception):
+    """A ``setup.py`` expression whose value depends on running code."""
+
+
+UNKNOWN = object()
+"""A dict entry whose value depends on running code (the dict's other entries still count)."""
+
+
+def _entry(node, names: dict):
     try:
-        return ast.literal_eval(node)
-    except (ValueError, SyntaxError, TypeError):
-        return None
+        return _value(node, names)
+    except _Unknown:
+        return UNKNOWN
+
+
+def _value(node, names: dict):
+    """The value of a ``setup.py`` expression from literals and the module-level names assigned before it.
+    Written by hand because no library evaluates ``setup.py`` without running it and ``ast.literal_eval``
+    resolves no names: literals, names, ``dict(...)`` calls, ``{**a, "k": v}`` and ``+`` of lists/strings;
+    anything else raises _Unknown (a dict entry that cannot be computed is UNKNOWN)."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id in names:
+            return names[node.id]
+        raise _Unknown(node.id)
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        items = [_value(e, names) for e in node.elts]
+        return tuple(items) if isinstance(node, ast.Tuple) else items
+    if isinstance(node, ast.Dict):
+        out = {}
+        for k, v in zip(node.keys, node.values):
+            if k is None:
+                sub = _value(v, names)
+                if not isinstance(sub, dict):
+                    raise _Unknown("**")
+                out.update(sub)
+            else:
+                out[_value(k, names)] = _entry(v, names)
+        return out
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and len(node.args) <= 1:
+        out = dict(_value(node.args[0], names)) if node.args else {}
+        for kw in node.keywords:
+            sub = _value(kw.value, names) if kw.arg is None else _entry(kw.value, names)
+            if kw.arg is None:
+                if not isinstance(sub, dict):
+                    raise _Unknown("**")
+                out.update(sub)
+            else:
+                out[kw.arg] = sub
+        return out
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _value(node.left, names), _value(node.right, names)
+        if type(left) is type(right) and isinstance(left, (list, tuple, str)):
+            return left + right
+    raise _Unknown(type(node).__name__)
+
+
+def _module_names(tree: ast.Module, until: ast.AST) -> dict:
+    """Names bound at module level (``if``/``try`` bodies included, in order) before ``until``, with the
+    values _value can compute; a name later bound to something it cannot compute is forgotten."""
+    names: dict = {}
+
+    def walk(body) -> bool:
+        for stmt in body:
+            if stmt is until or any(n is until for n in ast.walk(stmt)):
+                if isinstance(stmt, (ast.If, ast.Try)):
+                    walk(getattr(stmt, "body", []))
+                return True
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                try:
+                    names[stmt.targets[0].id] = _value(stmt.value, names)
+                except _Unknown:
+                    names.pop(stmt.targets[0].id, None)
+            elif isinstance(stmt, (ast.If, ast.Try)):
+                for part in (stmt.body, getattr(stmt, "orelse", []), *(h.body for h in getattr(stmt, "handlers", []))):
+                    if walk(part):
+                        return True
+        return False
+
+    walk(tree.body)
+    return names
+
+
+def _setup_kwargs(tree: ast.Module, call: ast.Call, meta: _Meta) -> dict:
+    """``setup()``'s keyword arguments that can be read statically: literals, names assigned earlier,
+    ``**opts`` / ``**metadata`` dicts built with ``dict(...)`` or a literal."""
+    names = _module_names(tree, call)
+    out: dict = {}
+    for kw in call.keywords:
+        try:
+            val = _value(kw.value, names)
+        except _Unknown:
+            if kw.arg is None:
+                meta.notes.append("setup.py: a **dict of setup() arguments is computed; not read")
+            elif kw.arg == "install_requires":
+                meta.notes.append("setup.py computes install_requires: the build backend resolves them at install")
+            continue
+        if kw.arg is None:
+            if isinstance(val, dict):
+                out.update({k: v for k, v in val.items() if isinstance(k, str)})
+        else:
+            out[kw.arg] = val
+    if out.get("install_requires") is UNKNOWN:
+        meta.notes.append("setup.py computes install_requires: the build backend resolves them at install")
+    return out
 
 
 def _read_setup_py(view: RepoView, meta: _Meta) -> None:
@@ -345,28 +453,27 @@ def _read_setup_py(view: RepoView, meta: _Meta) -> None:
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "setup"):
             continue
-        for kw in node.keywords:
-            val = _literal(kw.value)
-            if kw.arg == "name" and isinstance(val, str):
+        for key, val in _setup_kwargs(tree, node, meta).items():
+            if key == "name" and isinstance(val, str):
                 meta.name = meta.name or val
-            elif kw.arg == "version" and isinstance(val, str):
+            elif key == "version" and isinstance(val, str):
                 meta.version = meta.version or val
-            elif kw.arg == "python_requires" and isinstance(val, str):
+            elif key == "python_requires" and isinstance(val, str):
                 meta.requires_python = meta.requires_python or val
-            elif kw.arg == "install_requires":
+            elif key == "install_requires":
                 if isinstance(val, (list, tuple)):
                     meta.deps += [Dep(v, "setup.py install_requires") for v in val if isinstance(v, str)]
-                else:
-                    meta.notes.append("setup.py computes install_requires: the build backend resolves them at install")
-            elif kw.arg == "extras_require" and isinstance(val, dict):
+                elif isinstance(val, str):
+                    meta.deps += [Dep(v, "setup.py install_requires") for v in _lines(val)]
+            elif key == "extras_require" and isinstance(val, dict):
                 _add_extras(meta, val, "setup.py")
-            elif kw.arg == "tests_require" and isinstance(val, (list, tuple)):
+            elif key == "tests_require" and isinstance(val, (list, tuple)):
                 meta.test_deps += [Dep(v, "setup.py tests_require") for v in val if isinstance(v, str)]
-            elif kw.arg == "classifiers" and isinstance(val, (list, tuple)):
+            elif key == "classifiers" and isinstance(val, (list, tuple)):
                 meta.classifier_versions |= _classifier_versions(val)
-            elif kw.arg == "package_dir" and isinstance(val, dict) and val.get("") == "src":
+            elif key == "package_dir" and isinstance(val, dict) and val.get("") == "src":
                 meta.src_layout = True
-        meta.notes.append("read setup.py (literal setup() arguments)")
+        meta.notes.append("read setup.py (setup() arguments from literals, earlier assignments and **dicts)")
         return
 
 
@@ -742,7 +849,9 @@ class Python(Language):
         return out
 
     def choose_suite(self, meta: _Meta, python: str | None = None) -> tuple[str, str]:
-        """(suite, why) for the project's requires-python and classifiers, or the ``python`` asked for."""
+        """(suite, why) for the project's requires-python and classifiers, or the ``python`` asked for.
+        Only suites this machine can build count (``buildable``); when the version the metadata names
+        lives only in one it cannot, the nearest buildable one is taken and the note says so."""
         table = interpreters()
         have = ", ".join(f"{v} ({s})" for s, v in sorted(table.items(), key=lambda kv: Version(kv[1])))
         if python:
@@ -752,25 +861,40 @@ class Python(Language):
                 why += f" (outside the project's requires-python {meta.requires_python!r})"
             return pick, why
         by_new = sorted(table, key=lambda s: Version(_full_version(s)), reverse=True)
+        can = [s for s in by_new if buildable(s)]
+        if not can:
+            raise InputError(f"no base image suite can be built here (available: {have}): configure a Debian mirror")
+
+        def xy(s: str) -> tuple[int, ...]:
+            return Version(_full_version(s)).release[:2]
+
         allowed = [s for s in by_new if not meta.requires_python or satisfies(_full_version(s), meta.requires_python)]
         if not allowed:
             raise InputError(f"requires-python {meta.requires_python!r}: no base image has a matching Python "
                               f"(available: {have}); pass --python X.Y to use one anyway")
         req = f"requires-python {meta.requires_python!r}" if meta.requires_python else "no requires-python"
-
-        def xy(s: str) -> tuple[int, ...]:
-            return Version(_full_version(s)).release[:2]
-
         named = [s for s in allowed if xy(s) in meta.classifier_versions]
         if named:
-            return named[0], f"Python {table[named[0]]}: newest allowed by {req} that the classifiers name"
-        if meta.classifier_versions:
+            pick, why = named[0], f"newest allowed by {req} that the classifiers name"
+        elif meta.classifier_versions:
             top = max(meta.classifier_versions)
             below = [s for s in allowed if xy(s) <= top]
             pick = below[0] if below else allowed[-1]
-            return pick, f"Python {table[pick]}: closest to the classifiers' newest {top[0]}.{top[1]} ({req})"
-        pick = DEFAULT_SUITE if DEFAULT_SUITE in allowed else allowed[0]
-        return pick, f"Python {table[pick]}: default choice allowed by {req}"
+            why = f"closest to the classifiers' newest {top[0]}.{top[1]} ({req})"
+        else:
+            pick = DEFAULT_SUITE if DEFAULT_SUITE in allowed else allowed[0]
+            why = f"default choice allowed by {req}"
+        if pick in can:
+            return pick, f"Python {table[pick]}: {why}"
+        # the choice lives in a suite this machine cannot build: the nearest one it can (ties: the newer),
+        # preferring those requires-python allows
+        want = xy(pick)
+        pool = [s for s in can if s in allowed] or can
+        near = min(pool, key=lambda s: (abs((xy(s)[0] - want[0]) * 100 + xy(s)[1] - want[1]), -xy(s)[1]))
+        outside = "" if near in allowed else f", outside {req}"
+        return near, (f"Python {table[near]}: the nearest this machine can build to Python {table[pick]} ({why}; "
+                      f"Python {table[pick]} needs archived Debian {pick}: set ENVGEN_DEBIAN_ARCHIVE_MIRROR to "
+                      f"build it{outside})")
 
     def recipe(self, view: RepoView, *, python: str | None = None) -> Recipe:
         meta = read_metadata(view)
