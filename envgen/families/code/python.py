@@ -33,12 +33,14 @@ from __future__ import annotations
 import ast
 import configparser
 import fnmatch
+import json
 import os
 import platform
 import re
 import shlex
 import subprocess
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
@@ -172,6 +174,9 @@ class Dep:
     text: str
     source: str
     extra: str = ""
+    group: str = ""
+    """The requirement source it belongs to (``requirements_test.txt``, ``tox.ini [testenv]``, the
+    metadata's test extras): test sources are tried together, then one at a time."""
 
 
 class _Meta:
@@ -625,9 +630,15 @@ def _read_tox(view: RepoView, meta: _Meta, doc: dict) -> None:
 
 def read_metadata(view: RepoView) -> _Meta:
     meta = _Meta()
+
+    def tag(group: str) -> None:
+        for d in meta.test_deps:
+            d.group = d.group or group
+
     doc = _read_pyproject(view, meta)
     _read_setup_cfg(view, meta)
     _read_setup_py(view, meta)
+    tag("the metadata's test extras")
     seen: set[str] = set()
     if not meta.deps and view.exists("requirements.txt"):
         meta.deps += _read_requirements(view, "requirements.txt", seen, meta)
@@ -635,8 +646,10 @@ def read_metadata(view: RepoView) -> _Meta:
         if view.exists(path):
             meta.test_deps += _read_requirements(view, path, seen, meta)
             meta.notes.append(f"read {path}")
+            tag(path)
             break
     _read_tox(view, meta, doc)
+    tag("tox.ini [testenv]")
     if not meta.src_layout and any(re.match(r"^src/[^/]+/__init__\.py$", f) for f in view.files):
         meta.src_layout = True
     if not meta.pytest_configured:
@@ -648,9 +661,10 @@ def read_metadata(view: RepoView) -> _Meta:
 # ---------------------------------------------------------------- requirements for the target interpreter
 
 
-def resolve_requirements(meta: _Meta, env: dict[str, str]) -> tuple[list[str], list[str], list[str]]:
+def resolve_requirements(meta: _Meta, env: dict[str, str], groups=None) -> tuple[list[str], list[str], list[str]]:
     """(requirements, constraints, notes) for the interpreter ``env`` describes: markers evaluated, the
-    project's own extras expanded, URL requirements taken from the registry by name."""
+    project's own extras expanded, URL requirements taken from the registry by name. ``groups``: the test
+    requirement sources to take (None: all)."""
     own = canonicalize_name(meta.name) if meta.name else None
     notes: list[str] = []
     out: list[str] = []
@@ -696,12 +710,144 @@ def resolve_requirements(meta: _Meta, env: dict[str, str]) -> tuple[list[str], l
         if text not in sink:
             sink.append(text)
 
-    for dep in meta.deps + meta.test_deps:
+    for dep in meta.deps + [d for d in meta.test_deps if groups is None or d.group in groups]:
         one(dep, out)
     constraints: list[str] = []
     for dep in meta.constraints:
         one(dep, constraints)
     return out, constraints, notes
+
+
+# ---------------------------------------------------------------- which requirements, as of when
+
+
+TOOLS = frozenset({
+    "mypy", "black", "flake8", "pylint", "isort", "pre-commit", "twine", "sphinx", "ruff", "bandit", "pycodestyle",
+    "pydocstyle", "pyflakes", "autopep8", "yapf", "doc8", "codecov", "coveralls", "tox", "nox", "tbump",
+    "bump2version", "bumpversion", "check-manifest", "readme-renderer", "towncrier", "pip-tools", "yamllint",
+    "pyupgrade", "blacken-docs", "restructuredtext-lint", "diff-cover", "pyroma", "commitizen", "pyright",
+    "pytype", "pylint-plugin-utils", "pre-commit-hooks", "safety", "vulture", "darglint", "mkdocs", "flit",
+})
+TOOL_PREFIXES = ("types-", "flake8-", "sphinx-", "sphinxcontrib-", "mkdocs-", "pylint-", "mypy-")
+"""Lint, format, type-stub, documentation and release tools: dropped from the dependencies unless the tests
+show they use them (an import, or the tool's name as a string, e.g. a subprocess command)."""
+
+
+def _is_tool(name: str) -> bool:
+    n = canonicalize_name(name)
+    return n in TOOLS or n.startswith(TOOL_PREFIXES) or n.endswith("-stubs")
+
+
+def _read_many(view, paths: list[str]) -> dict[str, str]:
+    """Texts of many files at the view's commit: one ``git cat-file --batch`` for a real clone (a
+    ``git show`` per file is slow on repositories with thousands of tests), ``view.read`` otherwise."""
+    if not isinstance(view, RepoView) or not paths:
+        return {p: t for p in paths if (t := view.read(p)) is not None}
+    spec = "".join(f"{view.commit}:{p}\n" for p in paths).encode()
+    out = subprocess.run(["git", "-C", str(view.repo), "cat-file", "--batch"], input=spec, capture_output=True,
+                         timeout=300, check=False)
+    data, texts, i = out.stdout, {}, 0
+    for p in paths:
+        nl = data.find(b"\n", i)
+        if nl < 0:
+            break
+        head = data[i:nl].split()
+        i = nl + 1
+        if len(head) < 3 or head[1] != b"blob":
+            continue
+        size = int(head[2])
+        texts[p] = data[i:i + size].decode("utf-8", "replace")
+        i += size + 1
+    return texts
+
+
+def test_evidence(view: RepoView, lang: Language) -> set[str]:
+    """What the test files and conftest.py files use: top-level names they import, and the first word of
+    every string constant (a command such as ``"mypy"`` run in a subprocess)."""
+    paths = [f for f in view.files if f.endswith(".py") and lang.is_test_path(f)]
+    used: set[str] = set()
+    for text in _read_many(view, paths).values():
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            used |= set(re.findall(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", text, re.MULTILINE))
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                used.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                used.add(node.module.split(".")[0])
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.strip():
+                used.add(node.value.split()[0])
+    return used
+
+
+def drop_tools(reqs: list[str], used: set[str]) -> tuple[list[str], list[str]]:
+    """(kept, dropped): lint/format/type-stub/release tools no test uses are dropped."""
+    kept, dropped = [], []
+    for r in reqs:
+        name = re.split(r"[\s\[<>=!~;@]", r, maxsplit=1)[0]
+        forms = {name, name.lower(), canonicalize_name(name), canonicalize_name(name).replace("-", "_")}
+        (dropped if _is_tool(name) and not forms & used else kept).append(r)
+    return kept, dropped
+
+
+def cutoff(repo, commit: str) -> str | None:
+    """The dependency cut-off for a commit: the start of the UTC day after its committer date (ISO 8601),
+    so commits of one day share an environment; None when git cannot say."""
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "show", "-s", "--format=%ct", commit], capture_output=True,
+                             text=True, timeout=60, check=False)
+        when = datetime.fromtimestamp(int(out.stdout.strip()), tz=timezone.utc)
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+    day = datetime(when.year, when.month, when.day, tzinfo=timezone.utc) + timedelta(days=1)
+    return day.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def dependency_plan(meta: _Meta, env: dict[str, str], used: set[str] | None, before: str | None
+                    ) -> tuple[dict, list[str]]:
+    """(plan for ``envgen_verifiers.install deps``, notes): the requirement sets to try in order (every
+    test source together, each alone, none), tools no test uses dropped, identical sets tried once."""
+    order: list[str] = []
+    for d in meta.test_deps:
+        if d.group not in order:
+            order.append(d.group)
+    singles = sorted(order, key=lambda g: (g == "the metadata's test extras", g.startswith("tox")))
+    choices: list[tuple[str, set[str] | None]] = [(" + ".join(order) if order else "runtime requirements", None)]
+    if len(order) > 1:
+        choices += [(g, {g}) for g in singles]
+    if order:
+        choices.append(("runtime requirements only", set()))
+    notes: list[str] = []
+    alternatives: list[dict] = []
+    constraints: list[str] = []
+    dropped_all: list[str] = []
+    for label, groups in choices:
+        reqs, cons, req_notes = resolve_requirements(meta, env, groups)
+        if groups is None:
+            notes += req_notes
+            constraints = cons
+        if used is not None:
+            reqs, dropped = drop_tools(reqs, used)
+            dropped_all += [d for d in dropped if d not in dropped_all]
+        reqs = sorted(reqs)
+        if reqs and all(a["requirements"] != reqs for a in alternatives):
+            alternatives.append({"label": label, "requirements": reqs})
+    if dropped_all:
+        notes.append(f"dropped {len(dropped_all)} lint/type-stub/release tool(s) no test imports: "
+                     + ", ".join(dropped_all))
+    if alternatives:
+        notes.append("requirement sets, tried in order until one installs: " + "; ".join(
+            f"{i}. {a['label']} ({len(a['requirements'])})" for i, a in enumerate(alternatives, 1)))
+        notes.append("dependencies as of " + (f"{before} (the day after the commit's committer date): pip "
+                     "--uploaded-prior-to, else each requirement capped at its newest release before then "
+                     "(the index's upload times)" if before else "today (the commit's date is unknown)"))
+    if constraints:
+        notes.append(f"{len(constraints)} constraint(s) applied")
+    plan = {"before": before, "constraints": constraints, "alternatives": alternatives,
+            "pip": ["--no-cache-dir", "--disable-pip-version-check", "--progress-bar", "off"]}
+    return plan, notes
 
 
 # ---------------------------------------------------------------- pytest's collection settings
@@ -900,18 +1046,16 @@ class Python(Language):
         meta = read_metadata(view)
         suite, why = self.choose_suite(meta, python)
         notes = [why, *meta.notes]
-        reqs, constraints, req_notes = resolve_requirements(meta, marker_environment(suite))
-        notes += req_notes
+        before = cutoff(view.repo, view.commit)
+        used = test_evidence(view, self) if any(_is_tool(re.split(r"[\s\[<>=!~;@]", d.text.strip(), maxsplit=1)[0])
+                                                for d in meta.test_deps + meta.deps if d.text.strip()) else None
+        plan, plan_notes = dependency_plan(meta, marker_environment(suite), used, before)
+        notes += plan_notes
         steps = [Step("venv", f"python3 -m venv --system-site-packages {VENV} && {PIP} {shlex.quote(MIN_PIP)}")]
-        if reqs:
-            cons = ""
-            if constraints:
-                body = "\\n".join(constraints)
-                cons = f"printf '{body}\\n' > /tmp/envgen-constraints.txt && "
-                notes.append(f"{len(constraints)} constraint(s) applied")
-            steps.append(Step("dependencies", cons + PIP + (" -c /tmp/envgen-constraints.txt" if constraints else "")
-                              + " " + " ".join(shlex.quote(r) for r in sorted(reqs))))
-            notes.append(f"{len(reqs)} requirement(s) from the registry")
+        if plan["alternatives"]:
+            kit = f"PYTHONPATH={VERIFIERS_DIR} python3 -m envgen_verifiers.install"
+            steps.append(Step("dependencies", f"{kit} deps --python {VENV_PYTHON} --plan "
+                                              + shlex.quote(json.dumps(plan, separators=(",", ":")))))
         else:
             notes.append("no dependencies to install")
         root = "src" if meta.src_layout else ""
