@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import inspect
+import signal
 import sys
 import types
 import typing
@@ -745,6 +746,11 @@ def pull(ref: str = typer.Argument(..., help="ORG/NAME[@REVISION]"), as_json: bo
 
 
 def main() -> None:
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # a shell starts background jobs (``envgen build ... &``) with SIGINT ignored, and Python keeps it
+        # so: ``kill -INT`` would then be lost and a build go on to its next candidate. Ctrl-C or kill -INT
+        # stops every command the same way (KeyboardInterrupt: exit 130, the build's store left resumable)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with _json_stdout("--json" in sys.argv[1:]):
             app()

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ...sandbox.engine import engine
-from ...errors import BuildError, InputError
+from ...errors import BuildError, InputError, SandboxError
 from ...sandbox.images import SANDBOX_UID
 from ...paths import bundled
 from ...sandbox.docker import LABEL, OWNER_LABELS
@@ -303,7 +303,12 @@ def run_matrix_docker(image: str, *, base: str, framework: str, files: list[str]
             limit = runs * 2 * (timeout_s + 60) + 120
             try:
                 status = container.wait(timeout=limit)
-            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as e:
+                try:  # the SDK reports a wait past its timeout and an engine gone away alike
+                    client.ping()
+                except Exception:
+                    raise SandboxError(f"validation in {image}: the Docker engine stopped answering "
+                                       f"({type(e).__name__}: {e})") from None
                 raise BuildError(f"validation in {image} ran past {limit:g} s and was stopped") from None
             out = container.logs(stdout=True, stderr=False).decode("utf-8", errors="replace")
             if status.get("StatusCode") != 0:

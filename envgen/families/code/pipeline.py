@@ -179,15 +179,28 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
                               runs=runs, gate=gate, test_timeout_s=test_timeout_s, limits=limits, log=log,
                               source=source, spec_judge=spec_judge, min_spec=min_spec, setup=setup,
                               registry=registry)
+            except KeyboardInterrupt:  # Ctrl-C / kill -INT: stop now, as the Ray path does (Units.interrupted)
+                store.fail_stage(run_id, key, "interrupted")
+                done_n = report.kept + len(report.rejections)
+                log(f"code: interrupted at {raw.instance_id}: the build stopped; rerun the same command to resume "
+                    f"({done_n} finished candidate(s) are kept in {store.url})")
+                raise
             except Exception as e:
                 store.fail_stage(run_id, key, f"{type(e).__name__}: {e}")
                 store.add_error(run_id, key, type(e).__name__, str(e))
+                if (down := engine_down(client)) is not None:  # the machine, not the candidate: stop here
+                    raise SandboxError(_stopped(raw.instance_id, down, store)) from None
                 if isinstance(e, SandboxError) or type(e).__module__.startswith("docker"):
                     raise  # the machine, not the candidate: stop, a rerun resumes here
                 log(f"code: {raw.instance_id}: failed with {type(e).__name__}: {e}")
                 _record(report, {"task": raw.instance_id, "status": "rejected", "stage": "error",
                                  "reason": f"{type(e).__name__}: {e}"})  # not stored as done: a rerun retries it
                 continue
+            if result["status"] != "kept" and (down := engine_down(client)) is not None:
+                # a rejection made while the engine went away (an image build cut off) says nothing of the
+                # candidate: not stored as done, so the rerun builds it again
+                store.fail_stage(run_id, key, f"the Docker engine stopped answering: {down}")
+                raise SandboxError(_stopped(raw.instance_id, down, store))
             store.finish_stage(run_id, key, result)
             _record(report, result)
             if progress:
@@ -210,6 +223,27 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     tmp.replace(out / REPORT)
     store.finish_run(run_id, "done", summary)
     return report
+
+
+def engine_down(client) -> str | None:
+    """Why the Docker engine ``client`` talks to no longer answers (None while it does, or without one).
+
+    Asked after a candidate failed or was rejected: an engine restart mid-build surfaces as a connection
+    error, a cut-off image build or a container that vanished, none of which says anything about the
+    candidate, so the build must stop instead of recording it."""
+    if client is None:
+        return None
+    try:
+        client.ping()
+    except Exception as e:  # any failure to answer a ping: refused, reset, timed out, a 5xx while restarting
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def _stopped(instance_id: str, why: str, store: Store) -> str:
+    return (f"code: {instance_id}: the Docker engine stopped answering ({why}); the build stopped. Start the "
+            f"engine and rerun the same command: finished candidates are kept in {store.url} and the rest are "
+            f"built then")
 
 
 def _spec_judge(judge_llm: LLMPool | LLMConfig | None, min_spec: str | None, store: Store, run_id: str):
@@ -331,10 +365,16 @@ def remote_candidate(ctx: _RemoteContext, raw, plan, plan_stages: dict[str, floa
             except Exception as e:
                 store.fail_stage(ctx.run_id, key, f"{type(e).__name__}: {e}")
                 store.add_error(ctx.run_id, key, type(e).__name__, str(e))
-                machine = isinstance(e, SandboxError) or type(e).__module__.startswith("docker")
+                down = engine_down(client)
+                machine = down is not None or isinstance(e, SandboxError) or type(e).__module__.startswith("docker")
                 raise Unfinished({"task": raw.instance_id, "status": "rejected", "stage": "error",
-                                  "machine_error": machine, "reason": f"{type(e).__name__}: {e}"}) from None
+                                  "machine_error": machine, "reason": f"{type(e).__name__}: {e}"
+                                  + (f" (the Docker engine stopped answering: {down})" if down else "")}) from None
             kept = result["status"] == "kept"
+            if not kept and (down := engine_down(client)) is not None:  # see the local loop in build_code
+                store.fail_stage(ctx.run_id, key, f"the Docker engine stopped answering: {down}")
+                raise Unfinished({"task": raw.instance_id, "status": "rejected", "stage": "error",
+                                  "machine_error": True, "reason": f"the Docker engine stopped answering: {down}"})
             artifacts = {_pack_artifact(key): pack_bytes(out / result["pack"])} if kept else {}
             publish(lease)
             store.finish_stage(ctx.run_id, key, result, artifacts=artifacts)
