@@ -269,3 +269,87 @@ def make_money_repo(root: Path, *, vendored: bool) -> dict[str, str]:
     _write(root, {"README.md": README_MORE})
     shas["readme"] = _commit(root, README_MSG, 4)
     return shas
+
+
+LEGACY_COMPOSER = """{
+    "name": "acme/calc",
+    "description": "A calculator written for PHPUnit 4",
+    "license": "MIT",
+    "require": {"php": ">=5.3.0"},
+    "require-dev": {"phpunit/phpunit": "^4.8.35"},
+    "autoload": {"psr-0": {"Calc": "src/"}}
+}
+"""
+LEGACY_SOURCE = """<?php
+
+class Calc
+{
+    public function add($a, $b)
+    {
+        return $a + $b;
+    }
+
+    public function sub($a, $b)
+    {
+        return %s;
+    }
+}
+"""
+LEGACY_TEST = """<?php
+
+class CalcTest extends PHPUnit_Framework_TestCase
+{
+    private $calc;
+
+    protected function setUp()
+    {
+        $this->calc = new Calc();
+    }
+
+    public function testAdd()
+    {
+        $this->assertEquals(3, $this->calc->add(1, 2));
+    }
+%s}
+"""
+LEGACY_SUB_TEST = """
+    public function testSub()
+    {
+        $this->assertEquals(2, $this->calc->sub(5, 3));
+    }
+"""
+
+
+def make_legacy_repo(root: Path) -> dict[str, str]:
+    """``acme/calc``, written for PHPUnit 4.8 (which Packagist would have to provide): its test case extends
+    ``PHPUnit_Framework_TestCase`` and declares ``setUp()`` without a return type; the fix commit makes
+    ``sub`` subtract and adds ``testSub``. Returns {initial, fix: commit id}."""
+    root = Path(root)
+    root.mkdir(parents=True)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com",
+           "GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.com"}
+
+    def git(*args: str, date: str = "2016-05-01T12:00:00+00:00") -> str:
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True,
+                             env={**env, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})
+        return out.stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    files = {"composer.json": LEGACY_COMPOSER, ".gitignore": "vendor/\n",
+             "phpunit.xml.dist": '<?xml version="1.0"?>\n<phpunit bootstrap="tests/bootstrap.php">\n'
+                                 '  <testsuites><testsuite name="calc"><directory>tests</directory></testsuite>'
+                                 '</testsuites>\n</phpunit>\n',
+             "tests/bootstrap.php": "<?php\n\nrequire __DIR__ . '/../src/Calc.php';\n",
+             "src/Calc.php": LEGACY_SOURCE % "$b - $a", "tests/CalcTest.php": LEGACY_TEST % ""}
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    git("add", "-A")
+    git("commit", "-q", "-m", "Calc: add and sub, tested with PHPUnit 4")
+    shas = {"initial": git("rev-parse", "HEAD")}
+    (root / "src/Calc.php").write_text(LEGACY_SOURCE % "$a - $b")
+    (root / "tests/CalcTest.php").write_text(LEGACY_TEST % LEGACY_SUB_TEST)
+    git("commit", "-q", "-am", "Fix sub: it subtracted the first operand from the second (fixes #2)",
+        date="2016-05-02T12:00:00+00:00")
+    shas["fix"] = git("rev-parse", "HEAD")
+    return shas

@@ -15,8 +15,12 @@ dependencies come from one of:
   be reached; without the variable such a project is rejected with the packages it needs.
 
 Extensions a manifest requires (``ext-intl``) install as Debian packages (``php8.2-intl``) in the
-environment layer. A manifest whose PHP constraint excludes 8.2, or whose PHPUnit constraint excludes
-9, is rejected with a reason naming the version it needs.
+environment layer. A manifest whose PHP constraint excludes 8.2 is rejected with a reason naming the
+version it needs. PHPUnit older than 9 (``^4.8.35``, ``^5.7``: Packagist cannot be reached for it) runs on
+Debian's 9.6 in the runner's compatibility mode (``options["compat"]``: the ``PHPUnit_Framework_*`` names
+aliased to their namespaced classes, fixture methods such as ``setUp()`` given the ``: void`` PHPUnit 8+
+declares); tests that use what 9 removed (``setExpectedException``, ``@expectedException``...) fail at both
+commits and never become FAIL_TO_PASS. A constraint that only allows PHPUnit 10 or newer is rejected.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ PHP_VERSION = (8, 2)
 """Debian bookworm's PHP (the ``php`` toolchain layer)."""
 PHPUNIT_MAJOR = 9
 """Debian bookworm's PHPUnit (9.6), the major the kit's runner drives."""
+OLDEST_PHPUNIT = 4
+"""The oldest PHPUnit major whose tests run on 9 in the runner's compatibility mode."""
 DEBIAN_PHPUNIT = "/usr/bin/phpunit"
 COMPOSER_HOME = "/opt/envgen/composer"
 MIRROR_VAR = "ENVGEN_COMPOSER_REPO"
@@ -244,6 +250,7 @@ class PHP(Language):
             notes.append(f"extensions from Debian: {pk}")
         vendored = view.exists("vendor/autoload.php")
         phpunit = DEBIAN_PHPUNIT
+        compat = None
         task_steps: list[Step] = []
         if vendored:
             notes.append("dependencies vendored (vendor/autoload.php committed)")
@@ -255,9 +262,9 @@ class PHP(Language):
                 phpunit = "vendor/bin/phpunit"
                 notes.append("PHPUnit vendored (vendor/bin/phpunit)")
             else:
-                self._check_phpunit(dev.get("phpunit/phpunit") or require.get("phpunit/phpunit"))
+                compat = self._check_phpunit(dev.get("phpunit/phpunit") or require.get("phpunit/phpunit"))
         else:
-            self._check_phpunit(dev.get("phpunit/phpunit") or require.get("phpunit/phpunit"))
+            compat = self._check_phpunit(dev.get("phpunit/phpunit") or require.get("phpunit/phpunit"))
             fetch = sorted(k for k in {*_packages(require), *_packages(dev)} if k != "phpunit/phpunit")
             kit = f"PYTHONPATH={VERIFIERS_DIR} python3 -m envgen_verifiers.install"
             env = f"export COMPOSER_HOME={COMPOSER_HOME} COMPOSER_ALLOW_SUPERUSER=1 COMPOSER_NO_INTERACTION=1"
@@ -290,22 +297,32 @@ class PHP(Language):
             notes.append(f"PHPUnit configured by {config}")
         options = {"phpunit": phpunit, "php": "php", "config": config, "bootstrap": info["bootstrap"],
                    "test_dirs": test_dirs}
+        if compat is not None and phpunit == DEBIAN_PHPUNIT:
+            options["compat"] = compat
+            notes.append(f"composer.json asks for PHPUnit {compat}: run on PHPUnit {PHPUNIT_MAJOR}.6 in compatibility "
+                         "mode (PHPUnit_* class names aliased, fixture methods declared ': void')")
         return Recipe(language=self.name, suite=DEFAULT_SUITE, toolchains=("php",), steps=steps, framework="phpunit",
                       options=options, notes=notes, task_steps=task_steps)
 
     @staticmethod
-    def _check_phpunit(constraint) -> None:
+    def _check_phpunit(constraint) -> int | None:
+        """None when Debian's PHPUnit 9.6 satisfies ``constraint``; the newest older major it allows (4-8),
+        whose tests run on 9 in the runner's compatibility mode; else a rejection."""
         if not constraint:
-            return
+            return None
         try:
-            ok = allows(str(constraint), (PHPUNIT_MAJOR, 6))
+            if allows(str(constraint), (PHPUNIT_MAJOR, 6)):
+                return None
+            older = [m for m in range(PHPUNIT_MAJOR - 1, OLDEST_PHPUNIT - 1, -1)
+                     if any(allows(str(constraint), (m, minor)) for minor in range(0, 10))]
         except ValueError:
             raise InputError(f"composer.json requires phpunit/phpunit {constraint!r}, a constraint envgen "
                              "cannot read") from None
-        if not ok:
-            raise InputError(f"composer.json requires phpunit/phpunit {constraint}; the base image has Debian "
-                             f"{DEFAULT_SUITE}'s PHPUnit {PHPUNIT_MAJOR}.6 and the runner drives PHPUnit "
-                             f"{PHPUNIT_MAJOR}")
+        if older:
+            return older[0]
+        raise InputError(f"composer.json requires phpunit/phpunit {constraint}; the base image has Debian "
+                         f"{DEFAULT_SUITE}'s PHPUnit {PHPUNIT_MAJOR}.6 and the runner drives PHPUnit "
+                         f"{PHPUNIT_MAJOR} (older majors in compatibility mode, never newer ones)")
 
     @staticmethod
     def _vendored_phpunit(view: RepoView) -> int | None:

@@ -30,6 +30,13 @@ from its doc comment and attributes to its closing brace, named ``Namespace\\Cla
 sit beside it in the same class. A test whose body has no literal takes its twins' changes from a copy of
 its data provider.
 
+Compatibility mode (``options["compat"]``: the PHPUnit major, 4-8, the project asks for; tests written for
+it run on 9): an autoloader in the prepend file makes each ``PHPUnit_Framework_TestCase``-style name an
+alias of its namespaced class (``PHPUnit\\Framework\\TestCase``) when something asks for it, and the test
+files the run loads, with the PHP files of the test directories, get ``: void`` on the fixture methods that
+PHPUnit 8 declared ``void`` (``setUp()``, ``tearDown()``, ``setUpBeforeClass()``...; PHP refuses to load an
+override without it). Those files are infrastructure, restored before every run.
+
 Options (the recipe's): ``phpunit`` (the PHPUnit script: ``vendor/bin/phpunit`` when the repository
 vendors it, else Debian's ``/usr/bin/phpunit``), ``php`` (the interpreter), ``config`` (the
 configuration file, tree-relative), ``bootstrap`` (the bootstrap file it names), ``test_dirs`` (the
@@ -80,6 +87,7 @@ PREPEND = r"""<?php
 // code of the project). The first shutdown function: once PHPUnit has written its reports and exits (or
 // the tested code exits), the process ends here, so no shutdown function or destructor the tested code
 // registered can rewrite the reports afterwards.
+%s
 if (in_array(%s, $_SERVER['argv'] ?? [], true)) {
     register_shutdown_function(static function (): void {
         while (ob_get_level() > 0) {
@@ -91,6 +99,21 @@ if (in_array(%s, $_SERVER['argv'] ?? [], true)) {
     });
 }
 """
+
+COMPAT_AUTOLOAD = r"""// Compatibility mode: PHPUnit 4-7 names (PHPUnit_Framework_TestCase) as aliases of PHPUnit 9's classes.
+spl_autoload_register(static function (string $name): void {
+    if (strncmp($name, 'PHPUnit_', 8) !== 0) {
+        return;
+    }
+    $target = str_replace('_', '\\', $name);
+    if (class_exists($target) || interface_exists($target) || trait_exists($target)) {
+        class_alias($target, $name);
+    }
+});"""
+FIXTURE_METHODS = re.compile(
+    r"(\b(?:public|protected)\s+(?:static\s+)?function\s+(?:setUp|tearDown|setUpBeforeClass|tearDownAfterClass|"
+    r"assertPreConditions|assertPostConditions)\s*\(\s*\))(\s*)(?=\{)")
+"""An old fixture method without a return type (``protected function setUp()``), followed by its body."""
 
 CANARY = """<?php
 
@@ -125,6 +148,27 @@ def run_config(tree: str, config: str, report_dir: str) -> str:
     with open(os.path.join(report_dir, MADE), "a", encoding="utf-8") as f:
         f.write(copy + "\n")
     return copy
+
+
+def void_fixtures(tree: str, files: list[str], test_dirs: list[str]) -> list[str]:
+    """Compatibility mode: ``: void`` on the fixture methods of the run's test files and of the PHP files
+    under the test directories (base test cases live there); returns the files changed. A regular
+    expression, not a PHP parser: the kit has no PHP parser, and the pattern (a fixture method's name,
+    empty parameters, then its body) does not occur elsewhere in test code."""
+    paths = {os.path.join(tree, f) for f in files}
+    for d in test_dirs:
+        for root, dirs, names in os.walk(os.path.join(tree, d)):
+            dirs[:] = [x for x in dirs if x != "vendor"]
+            paths.update(os.path.join(root, n) for n in names if n.endswith(".php"))
+    changed = []
+    for path in sorted(paths):
+        text = read_text(path)
+        if not text or not FIXTURE_METHODS.search(text):
+            continue
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(FIXTURE_METHODS.sub(lambda m: m.group(1) + ": void" + (m.group(2) or " "), text))
+        changed.append(path)
+    return changed
 
 
 def php_string(text: str) -> str:
@@ -448,8 +492,11 @@ class PHPUnit(Runner):
         with open(suite, "w", encoding="utf-8") as f:
             f.write(SUITE % paths)
         prepend = os.path.join(report_dir, "envgen-prepend.php")
+        compat = bool(options.get("compat"))
         with open(prepend, "w", encoding="utf-8") as f:
-            f.write(PREPEND % php_string(suite))
+            f.write(PREPEND % (COMPAT_AUTOLOAD if compat else "", php_string(suite)))
+        if compat:
+            void_fixtures(tree, files, options.get("test_dirs") or [])
         script = options.get("phpunit") or "/usr/bin/phpunit"
         cmd = [options.get("php") or "php", "-d", f"auto_prepend_file={prepend}",
                script if os.path.isabs(script) else os.path.join(tree, script)]
