@@ -38,6 +38,7 @@ import time
 import xml.etree.ElementTree as ET
 
 from . import install as _generated
+from . import netprobe as _netprobe
 from . import runners as _runners
 from . import screen as _screen
 from . import twins as _twins
@@ -963,7 +964,7 @@ def _aborted(framework: str, res: dict, tok: str) -> bool:
 
 def run_tests(tree: str, framework: str, files: list[str], *, python: str | None = None,
               pythonpath: list[str] = (), timeout_s: float = 300.0, plugins: list[str] = (),
-              canary: bool = True, options: dict | None = None) -> dict:
+              canary: bool = True, options: dict | None = None, netprobe: bool = False) -> dict:
     """Run the test files once; return outcomes, failure messages, the files that did not collect
     (``not_run``: {file: error}), the canary's outcome, report source, exit code, seconds, the output's
     tail and, when no test ran or a file did not collect, the first error line (``error_line``).
@@ -982,6 +983,15 @@ def run_tests(tree: str, framework: str, files: list[str], *, python: str | None
     home = tempfile.mkdtemp(prefix="envgen-home-")
     env = test_env(tree, py, pythonpath, home)
     tok = secrets.token_hex(6)
+    probe = None
+    if netprobe and framework == "pytest":  # validation: which tests tried to reach the network (netprobe.py)
+        probe = os.path.join(home, "netprobe.log")
+        probe_dir = os.path.join(home, "netprobe")
+        os.makedirs(probe_dir)
+        shutil.copyfile(_netprobe.__file__, os.path.join(probe_dir, "envgen_netprobe.py"))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), probe_dir) if p)
+        env["ENVGEN_NETPROBE"] = probe
+        plugins = [*plugins, "envgen_netprobe"]
     canaries: dict = {}
 
     def with_canary(fs: list[str]) -> list[str]:
@@ -998,6 +1008,7 @@ def run_tests(tree: str, framework: str, files: list[str], *, python: str | None
         return [*fs, rel]
 
     t0 = time.monotonic()
+    attempts: list = []
     try:
         joint = _run_once(tree, framework, py, with_canary(files), env, timeout_s, plugins)
         parts = [joint]
@@ -1017,6 +1028,8 @@ def run_tests(tree: str, framework: str, files: list[str], *, python: str | None
                 if _aborted(framework, part, tok) or part["timed_out"] and not part["outcomes"]:
                     not_run[f] = first_error(part["text"]) or "the test run stopped before running a test"
     finally:
+        if probe is not None:
+            attempts = _netprobe.read(probe)
         shutil.rmtree(home, ignore_errors=True)
         for path in canaries.values():
             if os.path.lexists(path):
@@ -1045,6 +1058,8 @@ def run_tests(tree: str, framework: str, files: list[str], *, python: str | None
     res = {"outcomes": outcomes, "messages": messages, "not_run": not_run, "canary": canary_outcome,
            "source": joint["source"], "rc": joint["rc"], "timed_out": any(p["timed_out"] for p in parts),
            "seconds": round(sum(p["seconds"] for p in parts), 4), "tail": text[-TAIL_CHARS:], "reruns": reruns}
+    if probe is not None:
+        res["network_attempts"] = attempts
     if not outcomes or not_run:
         res["error_line"] = rel(first_error(text)) or next(iter(not_run.values()), "")
     return res
@@ -1289,7 +1304,8 @@ def matrix(spec: dict) -> dict:
                 originals = {p: _read(os.path.join(tree, p)) for p in twin_plan["files"]}
                 _twins.write(tree, twin_plan)
                 res = run_tests(tree, framework, spec["files"], python=spec.get("python"), pythonpath=pythonpath,
-                                timeout_s=float(spec.get("timeout_s", 300)), plugins=plugins, options=options)
+                                timeout_s=float(spec.get("timeout_s", 300)), plugins=plugins, options=options,
+                                netprobe=True)
                 _twins.write(tree, {"files": originals})
                 real, twin_out = _twins.split(res["outcomes"], twin_plan, res["messages"])
                 first = next(x for x in runs if x["mode"] == mode["name"] and x["run"] == 1)
@@ -1312,7 +1328,8 @@ def matrix(spec: dict) -> dict:
                 rec.update(staged(sub, what))
             if res is None:
                 res = run_tests(tree, framework, spec["files"], python=spec.get("python"), pythonpath=pythonpath,
-                                timeout_s=float(spec.get("timeout_s", 300)), plugins=plugins, options=options)
+                                timeout_s=float(spec.get("timeout_s", 300)), plugins=plugins, options=options,
+                                netprobe=True)
             rec.update(res)
             twin_out = rec.get("twin_outcomes") or {}
             rec["distrust"] = distrust(res, [t for t, o in twin_out.items() if o in FAILING], twin_out)

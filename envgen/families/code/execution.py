@@ -14,8 +14,11 @@ recorded for the verifier.
 - PASS_TO_FAIL: passes in every base run, fails in every gold run: the task is rejected;
 - flaky: any test whose outcome varies between runs of one side: excluded and listed;
 - fail_to_fail: fails in every run of both sides: listed by name, not graded;
-- network: failed (in both sides, or flakily) with a network error (``NETWORK``; the runs have no
-  network): listed by name, in neither list;
+- network: failed (in both sides, or flakily) for want of the network (the runs have none): its failure
+  text names a network error (``NETWORK``), or the kit's probe (``envgen_verifiers.netprobe``) saw the
+  test, or its module while importing, try to reach another host (a data file fetched at test time
+  whose download error the project swallows): listed by name, in neither list, and counted apart from
+  the tests that fail for what the code does (fail_to_fail);
 - a test missing from a run's report counts as failed in that run (a module that no longer imports);
   the files that did not collect are listed per side (``not_run``). A pytest session that stops before
   running any test (a conftest that does not import) is rerun file by file, so one broken file does not
@@ -129,7 +132,7 @@ def classify(runs: list[dict], base: str = "base", gold: str = "gold") -> dict[s
         b = {_norm(r.get("outcomes", {}).get(t)) for r in b_runs}
         g = {_norm(r.get("outcomes", {}).get(t)) for r in g_runs}
         pair = (b.pop(), g.pop()) if len(b) == 1 and len(g) == 1 else None
-        if pair in (None, (FAIL, FAIL)) and any(NETWORK.search((r.get("messages") or {}).get(t) or "") for r in runs):
+        if pair in (None, (FAIL, FAIL)) and any(_offline(r, t) for r in runs):
             out["network"].append(t)  # failed for want of a network, not for what the code does
         elif pair is None:
             out["flaky"].append(t)
@@ -144,6 +147,26 @@ def classify(runs: list[dict], base: str = "base", gold: str = "gold") -> dict[s
         else:
             out["fail_to_fail"].append(t)
     return out
+
+
+def _attempted(test_id: str, where: str) -> bool:
+    """Does a network attempt the kit's probe filed under ``where`` (a test's node id, or a module's while it
+    was collected; empty: before collection) concern ``test_id``? Node ids are relative to pytest's rootdir,
+    which may sit below the repository root the test ids start from."""
+    if not where:
+        return True
+    return (test_id == where or test_id.endswith("/" + where) or test_id.startswith(where + "::")
+            or f"/{where}::" in test_id)
+
+
+def _offline(run: dict, test_id: str) -> bool:
+    """Did ``test_id`` fail in ``run`` for want of the network? Its failure text names a network error
+    (``NETWORK``), or the kit's probe saw it (or its module, while importing) try to reach another host."""
+    if _norm(run.get("outcomes", {}).get(test_id)) != FAIL:
+        return False
+    if NETWORK.search((run.get("messages") or {}).get(test_id) or ""):
+        return True
+    return any(_attempted(test_id, w) for w in run.get("network_attempts") or ())
 
 
 def _shown(tests: list[str], n: int = 5) -> str:

@@ -178,16 +178,38 @@ def code_packs(path: str | Path) -> list[Pack]:
     return packs
 
 
-def swebench_row(pack: Pack, task: Task, *, lists_as_strings: bool = True) -> dict[str, Any]:
+def harness_id(test_id: str) -> str:
+    """The key SWE-bench's harness files a pytest test's result under: ``parse_log_pytest`` splits each
+    ``PASSED <id>`` / ``FAILED <id> - <message>`` line on whitespace and keeps the second word, so an id
+    with spaces in its parameters (``test_x[assert statement not on own line]``) is graded as its first
+    word (``test_x[assert``)."""
+    words = test_id.split()
+    return words[0] if words else test_id
+
+
+def harness_lists(f2p: list[str], p2p: list[str]) -> tuple[list[str], list[str]]:
+    """FAIL_TO_PASS and PASS_TO_PASS as keys the harness can grade (``harness_id``), each once, in order.
+    Where two tests' ids cut to one key the harness sees only one of their lines: a key that names a
+    FAIL_TO_PASS test stays in FAIL_TO_PASS only."""
+    f2p_keys = list(dict.fromkeys(harness_id(t) for t in f2p))
+    taken = set(f2p_keys)
+    return f2p_keys, [k for k in dict.fromkeys(harness_id(t) for t in p2p) if k not in taken]
+
+
+def swebench_row(pack: Pack, task: Task, *, lists_as_strings: bool = True, exact_ids: bool = False) -> dict[str, Any]:
     """One SWE-bench instance from a code task: every field SWE-bench's harness reads, and for a task built
     from a SWE-bench file every field that file had (texts verbatim, extra fields included); the test
-    lists are the validated ones."""
+    lists are the validated ones. A pytest task's FAIL_TO_PASS/PASS_TO_PASS hold the keys SWE-bench's
+    grader matches (``harness_lists``; ``exact_ids``: envgen's ids as they are) and ``envgen_FAIL_TO_PASS``/
+    ``envgen_PASS_TO_PASS`` envgen's exact test ids."""
     meta = task.meta
     args = task.verifier.args
     sweb = meta.get("swebench") or {}
     test_patch = (pack.hidden_dir / args.get("test_patch", TEST_PATCH)).read_text(encoding="utf-8",
                                                                                    errors="surrogateescape")
-    f2p, p2p = list(args.get("FAIL_TO_PASS") or []), list(args.get("PASS_TO_PASS") or [])
+    exact_f2p, exact_p2p = list(args.get("FAIL_TO_PASS") or []), list(args.get("PASS_TO_PASS") or [])
+    pytest = args.get("framework", "pytest") == "pytest"
+    f2p, p2p = harness_lists(exact_f2p, exact_p2p) if pytest and not exact_ids else (exact_f2p, exact_p2p)
     env = meta.get("environment") or {}
 
     def text(name: str) -> str:
@@ -207,13 +229,21 @@ def swebench_row(pack: Pack, task: Task, *, lists_as_strings: bool = True) -> di
     }
     if meta.get("language") not in (None, "python"):
         row["language"] = meta["language"]
+    if pytest and not exact_ids:
+        row["envgen_FAIL_TO_PASS"] = json.dumps(exact_f2p) if lists_as_strings else exact_f2p
+        row["envgen_PASS_TO_PASS"] = json.dumps(exact_p2p) if lists_as_strings else exact_p2p
     for k, v in (meta.get("extra") or {}).items():
-        row.setdefault(k, v)
+        if k not in EXACT_COLUMNS:  # an imported export's exact ids are recomputed above, never copied
+            row.setdefault(k, v)
     return row
 
 
+EXACT_COLUMNS = frozenset({"envgen_FAIL_TO_PASS", "envgen_PASS_TO_PASS"})
+
+
 MULTI_SWE_DERIVED = frozenset({"f2p_tests", "p2p_tests", "n2p_tests", "s2p_tests", "fixed_tests", "run_result",
-                               "test_patch_result", "fix_patch_result", "FAIL_TO_PASS", "PASS_TO_PASS", "patch"})
+                               "test_patch_result", "fix_patch_result", "FAIL_TO_PASS", "PASS_TO_PASS", "patch",
+                               *EXACT_COLUMNS})
 """Fields an export recomputes from the validated task instead of copying from the imported row."""
 FORMATS = ("swebench", "multi-swe-bench")
 
@@ -230,7 +260,7 @@ def multi_swe_row(pack: Pack, task: Task) -> dict[str, Any]:
     ``p2p_tests`` pass in both. envgen never runs the base without the test patch, so ``run_result`` and
     each test's ``run`` repeat the test-patch run. A task imported from Multi-SWE-bench gets its original
     fields back (title, body, resolved_issues, ...), with the validated lists."""
-    sweb = swebench_row(pack, task, lists_as_strings=False)
+    sweb = swebench_row(pack, task, lists_as_strings=False, exact_ids=True)  # its own parsers' ids
     meta = task.meta
     extra = dict(meta.get("extra") or {})
     ids = (meta.get("swebench") or {}).get("multi_swe_bench") or {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -149,6 +150,14 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     jobs: dict[str, tuple] = {}
     try:
         for raw in raws:
+            if raw.meta.get("unavailable"):  # no clone of its repository: rejected, never stored (a rerun
+                # given the clone builds it)
+                log(f"code: {raw.instance_id}: rejected at source: {raw.meta['unavailable']}")
+                _record(report, {"task": raw.instance_id, "status": "rejected", "stage": "source",
+                                 "reason": raw.meta["unavailable"]})
+                if progress:
+                    progress(raw.instance_id, "rejected")
+                continue
             plan_stages: dict[str, float] = {}
             try:
                 plan = _plan(raw, lang_fixed, flt, plan_stages, python)
@@ -213,7 +222,7 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
                     _record(report, result)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    report.rejected_by_reason = count_reasons(f"{r['stage']}: {reason_group(r['reason'])}" for r in report.rejections)
+    report.rejected_by_reason = count_reasons(f"{r['stage']}: {reason_kind(r['reason'])}" for r in report.rejections)
     if setup is not None and setup.enabled:
         details["llm"] = setup.usage()
     report.seconds = time.perf_counter() - started
@@ -223,6 +232,21 @@ def build_code(source: str, out: str | Path, *, repo_path: str | Path | dict | N
     tmp.replace(out / REPORT)
     store.finish_run(run_id, "done", summary)
     return report
+
+
+_HASH = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,64}\b")
+_FAILED_STEP = re.compile(r"^(repository environment|task image)\b[^:]*: step '([^']+)' exited with -?\d+")
+
+
+def reason_kind(reason: str) -> str:
+    """What a rejection is counted under in ``rejected_by_reason``: its kind, without what names one
+    instance (an environment's hash, numbers, the details after the first ':'); the full reason stays in
+    ``rejections``. A failed image build is counted by the step that failed (``repository environment: step
+    'deps' failed``), not by the environment it was building."""
+    m = _FAILED_STEP.match(reason)
+    if m:
+        return f"{m.group(1)}: step '{m.group(2)}' failed"
+    return reason_group(_HASH.sub("", reason).replace("  ", " "))
 
 
 def engine_down(client) -> str | None:
@@ -384,6 +408,11 @@ def remote_candidate(ctx: _RemoteContext, raw, plan, plan_stages: dict[str, floa
 
 
 def _record(report: BuildReport, result: dict) -> None:
+    offline = (result.get("summary") or result.get("details") or {}).get("network") or []
+    if offline:  # tests that failed for want of the network: apart from the ones the code makes fail
+        net = report.details.setdefault("network", {"tests": 0, "tasks": {}})
+        net["tests"] += len(offline)
+        net["tasks"][result["task"]] = list(offline)
     for k, v in (result.get("environment") or {}).items():
         env = report.details["environments"].setdefault(k, {**v, "tasks": []})
         if result["task"] not in env["tasks"]:

@@ -651,31 +651,59 @@ class SWEBenchSource:
     kind = "swebench"
 
     def __init__(self, path: str | Path, *, repo_path: str | Path | dict[str, str | Path] | None = None,
-                 cache_dir: str | Path | None = None):
+                 cache_dir: str | Path | None = None, log: Callable[[str], None] = lambda m: None):
         self.path = Path(path)
         self.rows = read_swebench(self.path)
         self.repo_path = repo_path
         self.cache_dir = Path(cache_dir) if cache_dir else _default_cache()
+        self.log = log
+        self.stats: dict[str, Any] = {"rows": len(self.rows), "duplicates": [], "unavailable": {}}
+        """duplicates: {instance_id, item, identical} for each later row of an id already read (not built
+        again); unavailable: {repo: why} for repositories with no local clone (their instances rejected)."""
 
     def _clone(self, repo: str) -> Path:
         if isinstance(self.repo_path, dict):
             if repo not in self.repo_path:
-                raise InputError(f"{self.path}: no --repo-path given for {repo}")
+                raise InputError("no --repo-path given for it")
             return ensure_clone(repo, self.repo_path[repo], self.cache_dir)
-        repos = {r["repo"] for r in self.rows}
         if self.repo_path is not None:
-            if len(repos) > 1:
-                raise InputError(f"{self.path}: instances of {len(repos)} repositories ({', '.join(sorted(repos))}) "
-                                  "but one --repo-path; give one clone per repository or use the cache dir")
             return ensure_clone(repo, self.repo_path, self.cache_dir)
         return ensure_clone(repo, None, self.cache_dir)
 
     def instances(self) -> Iterator[RawInstance]:
-        clones: dict[str, Path] = {}
-        for row in self.rows:
+        """One instance per instance_id (a later row with the same id is reported in ``stats``, not built
+        twice). A repository that has no clone does not stop the others: its instances come with
+        ``repo_path`` None and ``meta["unavailable"]`` saying why, and the build rejects them."""
+        repos = {r["repo"] for r in self.rows}
+        if self.repo_path is not None and not isinstance(self.repo_path, dict) and len(repos) > 1:
+            raise InputError(f"{self.path}: instances of {len(repos)} repositories ({', '.join(sorted(repos))}) "
+                             "but one --repo-path; give one clone per repository (OWNER/NAME=CLONE) or use the "
+                             "cache dir")
+        clones: dict[str, Path | str] = {}
+        first: dict[str, tuple[int, dict]] = {}
+        for n, row in enumerate(self.rows, 1):
+            iid = row["instance_id"]
+            if iid in first:
+                identical = first[iid][1] == row
+                self.stats["duplicates"].append({"instance_id": iid, "item": n, "identical": identical})
+                self.log(f"code: {self.path}: item {n} repeats {iid} (item {first[iid][0]}"
+                         f"{'' if identical else ', with different fields'}): built once, from item {first[iid][0]}")
+                continue
+            first[iid] = (n, row)
             repo = row["repo"]
             if repo not in clones:
-                clones[repo] = self._clone(repo)
+                try:
+                    clones[repo] = self._clone(repo)
+                except (InputError, ServiceError) as e:  # this repository's instances are rejected, not the file's
+                    clones[repo] = (f"no local clone of the repository ({repo}): {e}; pass --repo-path "
+                                    f"{repo}=CLONE")
+                    self.stats["unavailable"][repo] = clones[repo]
+                    self.log(f"code: {self.path}: {clones[repo]}")
+            if isinstance(clones[repo], str):
+                yield RawInstance(instance_id=iid, repo=repo, base_commit=row["base_commit"], patch=row["patch"],
+                                  repo_path=None, test_patch=row["test_patch"], source="swebench",
+                                  problem_statement=row["problem_statement"], meta={"unavailable": clones[repo]})
+                continue
             keep = {k: row.get(k) for k in ("version", "environment_setup_commit", "FAIL_TO_PASS", "PASS_TO_PASS",
                                              "problem_statement", "hints_text", "created_at", "language",
                                              "multi_swe_bench") if k in row}
@@ -707,5 +735,5 @@ def open_source(spec: str, *, language: Language | None = None, repo_path: str |
     if kind == "swebench":
         if not Path(rest).is_file():
             raise InputError(f"--from {spec!r}: no such file {rest}")
-        return SWEBenchSource(rest, repo_path=repo_path, cache_dir=cache_dir)
+        return SWEBenchSource(rest, repo_path=repo_path, cache_dir=cache_dir, log=log)
     raise InputError(f"--from {spec!r}: unknown source {kind!r}; use github:, git: or swebench:")
