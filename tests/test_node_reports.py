@@ -200,9 +200,10 @@ def test_typescript_with_a_tsc_build_in_the_test_script(tmp_path):
 
 
 @pytest.mark.parametrize("files,why", [
-    ({"package.json": _pkg(engines={"node": ">=22"}), "package-lock.json": LOCK},
-     "engines.node '>=22': no base image has a matching Node (Debian's nodejs: 12.22.12 (bullseye), "
-     "18.20.4 (bookworm), 20.19.2 (trixie))"),
+    ({"package.json": _pkg(engines={"node": ">=26"}), "package-lock.json": LOCK},
+     "engines.node '>=26': no Node here matches (Node versions there are: 12.22.12 (bullseye's nodejs), "
+     "18.20.4 (bookworm's nodejs), 20.19.2 (trixie's nodejs), 22.23.3 (from the npm registry), "
+     "24.21.0 (from the npm registry))"),
     ({"package.json": _pkg(workspaces=["packages/*"]), "package-lock.json": LOCK}, "workspaces"),
     ({"package.json": _pkg()}, "no lockfile"),
     ({"package.json": _pkg(), "yarn.lock": "__metadata:\n  version: 6\n"}, "Yarn 2+"),
@@ -235,3 +236,26 @@ def test_a_big_lockfile_is_written_in_chunks_a_shell_argument_holds(tmp_path):
     for s in chunks:  # each step is one shell argument in the image build, as here
         subprocess.run(["sh", "-c", s.run.replace("/opt/envgen/node", str(tmp_path / "out"))], check=True)
     assert (tmp_path / "out" / "package-lock.json").read_text() == big
+
+
+def test_node_major_from_engines_nvmrc_and_dependencies(tmp_path):
+    """Node 22 where the project asks for it (engines, .nvmrc, a direct dependency's engines in the lockfile),
+    as a first step that takes the release binary from the registry; the default suite's Node otherwise."""
+    from envgen.families.code.node import JavaScript, node_for, node_test_args, nvmrc_major
+
+    lock = json.dumps({"lockfileVersion": 3, "packages": {"": {}, "node_modules/jest": {"engines": {
+        "node": ">=22.1"}}, "node_modules/old": {"engines": {"node": "0.10.x"}}}})
+    assert node_for(json.loads(_pkg()))[:2] == ("bookworm", None)
+    assert node_for(json.loads(_pkg(engines={"node": ">=22"})))[:2] == ("bookworm", 22)
+    assert node_for(json.loads(_pkg(engines={"node": ">=20 <21"})))[:2] == ("trixie", None)
+    view = _repo(tmp_path, {"package.json": _pkg(devDependencies={"jest": "30", "old": "1"}),
+                            "package-lock.json": lock})
+    suite, major, why = node_for(json.loads(_pkg(devDependencies={"jest": "30", "old": "1"})), view, "package-lock.json")
+    assert (suite, major) == ("bookworm", 22) and "jest's engines.node" in why and "old" not in why
+    assert [nvmrc_major(t) for t in ("22\n", "v20.11.1", "lts/jod", "lts/*", "node")] == [22, 20, 22, None, None]
+    recipe = JavaScript().recipe(_repo(tmp_path / "nt", {"package.json": _pkg(
+        scripts={"test": "node --import tsx --test --test-reporter=spec test/"}, devDependencies={}), ".nvmrc": "22\n"}))
+    assert recipe.framework == "node-test" and recipe.options["node_args"] == ["--import", "tsx"]
+    assert recipe.steps[0].name == "node22" and "node-linux-$arch@22." in recipe.steps[0].run
+    assert recipe.options["node_path"] == "/opt/envgen/node-22/bin"
+    assert node_test_args(json.loads(_pkg(scripts={"test": "c8 node --test --experimental-test-coverage"}))) == []
