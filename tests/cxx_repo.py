@@ -134,11 +134,42 @@ TEST(Split, KeepsTrailingEmptyField) { EXPECT_EQ(strutil::split("a,b,", ','), (V
 FIX_SPLIT_MSG = "Keep a trailing empty field in split\n\nsplit(\"a,b,\", ',') returned two fields instead of three.\n"
 
 
-def make_strutil_repo(root: Path) -> dict[str, str]:
-    """Create the C++ repository at ``root``; return {"initial", "fix", "docs": sha}."""
+STRUTIL_DEPS_CMAKE = """\
+# Optional Unicode support, off by default (cxxopts' shape): ICU through pkg-config, inside a function
+function(strutil_use_unicode)
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(ICU REQUIRED icu-uc)
+  target_link_libraries(strutil PUBLIC ${ICU_LDFLAGS})
+endfunction()
+"""
+
+STRUTIL_DEPS_TOP = """\
+list(APPEND CMAKE_MODULE_PATH "${CMAKE_CURRENT_SOURCE_DIR}/cmake/")
+include(strutil)
+option(STRUTIL_USE_UNICODE "Use ICU for Unicode-aware trimming (needs icu-uc)" OFF)
+if(STRUTIL_USE_UNICODE)
+  strutil_use_unicode()
+endif()
+if(WIN32)
+  find_package(WindowsSDKThing REQUIRED)
+endif()
+# a required dependency named only by pkg-config: its Debian package comes from Debian's Contents index
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+target_link_libraries(strutil PUBLIC PkgConfig::ZSTD)
+"""
+
+
+def make_strutil_repo(root: Path, *, deps: bool = False) -> dict[str, str]:
+    """Create the C++ repository at ``root``; return {"initial", "fix", "docs": sha}. With ``deps`` the build
+    has an option-guarded optional dependency (ICU, behind an option that defaults to OFF, in a function of
+    cmake/strutil.cmake) and a REQUIRED one that pkg-config names (``libzstd``, Debian's libzstd-dev)."""
     root.mkdir(parents=True, exist_ok=True)
     _git(root, "init", "-q", "-b", "main")
-    _write(root, {"CMakeLists.txt": STRUTIL_CMAKE, "include/strutil/strutil.hpp": STRUTIL_HPP,
+    top = STRUTIL_CMAKE.replace("include(CTest)\n", STRUTIL_DEPS_TOP + "\ninclude(CTest)\n") if deps else STRUTIL_CMAKE
+    if deps:
+        _write(root, {"cmake/strutil.cmake": STRUTIL_DEPS_CMAKE})
+    _write(root, {"CMakeLists.txt": top, "include/strutil/strutil.hpp": STRUTIL_HPP,
                   "src/strutil.cpp": STRUTIL_CPP, "tests/CMakeLists.txt": STRUTIL_TESTS_CMAKE,
                   "tests/test_trim.cpp": TEST_TRIM, "tests/test_split.cpp": TEST_SPLIT, ".gitignore": "build/\n",
                   "README.md": "# strutil\n"})

@@ -164,12 +164,24 @@ SLUG_TEST_PATH = "src/test/java/com/acme/text/SlugTest.java"
 WORDS_TEST_PATH = "src/test/java/com/acme/text/WordsTest.java"
 
 
-def make_slugs_repo(root: Path, *, upto: str = "readme") -> dict[str, str]:
+UNPACKAGED_DEPENDENCY = """\
+    <dependency>
+      <groupId>org.example.unpackaged</groupId>
+      <artifactId>nowhere</artifactId>
+      <version>1.2</version>
+    </dependency>
+  </dependencies>"""
+"""A dependency no Debian package has (what real POMs need: 7/7 did not compile offline)."""
+
+
+def make_slugs_repo(root: Path, *, upto: str = "readme", unpackaged: bool = False) -> dict[str, str]:
     """Create the repository at ``root``; return {"initial", "fix", "words", "readme": sha}, stopping after the
-    commit ``upto`` names (the Docker test builds the fix alone)."""
+    commit ``upto`` names (the Docker test builds the fix alone). ``unpackaged``: the POM also depends on
+    ``org.example.unpackaged:nowhere:1.2``, which Debian's Maven repository does not have."""
     root.mkdir(parents=True, exist_ok=True)
     _git(root, "init", "-q", "-b", "main")
-    _write(root, {"pom.xml": POM, SLUG_PATH: SLUG, SLUG_TEST_PATH: SLUG_TEST, ".gitignore": "target/\n",
+    pom = POM.replace("  </dependencies>", UNPACKAGED_DEPENDENCY) if unpackaged else POM
+    _write(root, {"pom.xml": pom, SLUG_PATH: SLUG, SLUG_TEST_PATH: SLUG_TEST, ".gitignore": "target/\n",
                   ".mvn/maven.config": "-ntp\n",
                   "src/test/resources/junit-platform.properties": "junit.jupiter.testinstance.lifecycle.default = per_method\n",
                   "README.md": "# slugs\n"})

@@ -7,6 +7,7 @@ copy of the pack without its twin checks. One build for the module."""
 
 from __future__ import annotations
 
+import gzip
 
 import gymnasium
 import pytest
@@ -30,10 +31,18 @@ pytestmark = [pytest.mark.docker, pytest.mark.timeout(1200)]
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
+    """strutil with its dependency shapes (cxxopts'): ICU behind an option that defaults to OFF, and libzstd
+    REQUIRED by its pkg-config name, which Debian's Contents index (a one-line index here) maps to libzstd-dev,
+    installed from the real mirror."""
     root = tmp_path_factory.mktemp("cxx-docker")
-    shas = make_strutil_repo(root / "strutil")
-    report = build_code(f"git:{root / 'strutil'}", root / "out", backend="docker", store=root / "state.sqlite",
-                        gate=False, log=stderr_log)
+    shas = make_strutil_repo(root / "strutil", deps=True)
+    index = root / "Contents-amd64.gz"
+    index.write_bytes(gzip.compress(b"usr/lib/x86_64-linux-gnu/pkgconfig/libzstd.pc  libdevel/libzstd-dev\n"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ENVGEN_DEBIAN_CONTENTS", str(index))
+        mp.setenv("ENVGEN_CACHE", str(root / "cache"))
+        report = build_code(f"git:{root / 'strutil'}", root / "out", backend="docker", store=root / "state.sqlite",
+                            gate=False, log=stderr_log)
     return root, shas, report
 
 
@@ -50,6 +59,8 @@ def test_the_gtest_fix_is_validated_in_docker_with_per_test_ids(built):
     runs = pack.tasks[0].meta["validation"]["runs"]
     assert {(r["source"], r["canary"]) for r in runs} == {("gtest+ctest-junit", "failed")}
     assert args["twins"]["files"] == "twins.json" and pack.tasks[0].meta["validation"]["twin_checks"] == 2
+    notes = "\n".join(pack.tasks[0].meta["environment"]["notes"])
+    assert "Debian packages: libzstd-dev" in notes and "icu-uc not needed" in notes
 
 
 def test_oracle_scores_one_and_null_zero_through_gymnasium(built):

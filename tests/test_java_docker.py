@@ -76,3 +76,21 @@ def test_the_gates_maven_forgery_scores_zero_in_docker(built):
     reward, details = episode(pack, submit={"patch": gate_forgery(pack)}, sandbox="docker")
     assert reward == 0.0 and details["FAIL_TO_PASS"] == "1/1", details
     assert details["twins"].startswith("0/") and "twin checks" in details["reason"], details
+
+
+def test_a_dependency_debian_lacks_is_an_environment_rejection_a_rerun_does_not_rebuild(tmp_path):
+    """The task layer's offline check fails on a POM that needs an artifact Debian's Maven repository lacks: the
+    candidate is rejected at the environment stage with the coordinates (not an error, which every rerun
+    would build again), and the rerun resumes it from the store."""
+    shas = make_slugs_repo(tmp_path / "slugs", upto="fix", unpackaged=True)
+    reports = [build_code(f"git:{tmp_path / 'slugs'}", tmp_path / "out", backend="docker",
+                          store=tmp_path / "state.sqlite", runs=1, gate=False, log=stderr_log) for _ in range(2)]
+    for report in reports:
+        assert report.packs == [] and report.rejected_by_reason == {"environment: dependencies unavailable offline": 1}
+        (rej,) = report.rejections
+        assert rej["task"] == f"slugs-{shas['fix'][:12]}" and rej["stage"] == "environment"
+        assert rej["reason"] == ("dependencies unavailable offline: org.example.unpackaged:nowhere:1.2 (not in "
+                                 "Debian's Maven repository; set ENVGEN_MAVEN_MIRROR for others) (task image: step "
+                                 "'check' exited with 1)")
+    assert reports[0].details["resumed"] == 0 and reports[1].details["resumed"] == 1
+

@@ -140,3 +140,18 @@ def test_a_gradle_build_goes_through_with_debians_gradle(tmp_path):
     assert verdict.reward == 1.0, verdict.details
     assert verdict.details["canary"] == "failed" and verdict.details["report"] == "junit"
     assert verdict.details["twins"] == "2/2 failed as they must"
+
+
+def test_the_offline_check_names_the_coordinates_debian_lacks(tmp_path, monkeypatch):
+    """The task layer's check, run here as the image build runs it, on a POM that needs an artifact Debian's
+    Maven repository lacks: it fails and its reason line names the coordinates."""
+    import subprocess
+
+    monkeypatch.delenv("ENVGEN_MAVEN_MIRROR", raising=False)
+    make_slugs_repo(tmp_path / "slugs", upto="fix", unpackaged=True)
+    (check,) = Java().recipe(RepoView(tmp_path / "slugs", "HEAD")).task_steps
+    out = subprocess.run(["bash", "-c", check.run], cwd=tmp_path / "slugs", capture_output=True, text=True)
+    assert out.returncode == 1
+    assert out.stdout.splitlines()[-1].endswith(
+        "envgen task step reason: dependencies unavailable offline: org.example.unpackaged:nowhere:1.2 (not in "
+        "Debian's Maven repository; set ENVGEN_MAVEN_MIRROR for others)"), out.stdout[-2000:]

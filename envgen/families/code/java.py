@@ -173,6 +173,31 @@ def read_poms(view: RepoView) -> list[Pom]:
     return out
 
 
+MAVEN_LOG = "/tmp/envgen-maven-check.log"
+_MISSING = (r"(artifact|Plugin|resolved:|Could not find artifact) [A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+"
+            r"(:[A-Za-z0-9_.-]+){1,3}")
+"""Maven's words before a coordinate it could not resolve offline (3.8 and 3.9): "the artifact g:a:pom:1 has
+not been downloaded", "Plugin g:a:1 or one of its dependencies", "could not be resolved: g:a:jar:1"."""
+
+
+def offline_check(mvn: str, where: str) -> str:
+    """The task layer's check: compile the project and its tests offline, as every run will. On failure the
+    step prints Maven's last lines and one reason line (``REASON_MARK``): the coordinates Maven could not
+    resolve (``dependencies unavailable offline: g:a:v, ...``), else Maven's first error; the environment is
+    then rejected with that reason, and a rerun does not build it again. (Maven's report is text: grep and
+    sed pick the coordinates out in the image, where no other tool reads it.)"""
+    from .repo_image import REASON_MARK
+
+    coords = (f"grep -oE {shlex.quote(_MISSING)} {MAVEN_LOG} | awk '{{print $NF}}' | "
+              "sed -E 's/:(jar|pom|maven-plugin|test-jar|war)(:[^:]+)?:([^:]+)$/:\\3/' | sort -u | head -8 | "
+              "paste -sd, - | sed 's/,/, /g'")
+    first = f"grep -m1 -E '^\\[(ERROR|FATAL)\\]' {MAVEN_LOG} | cut -c1-300"
+    reason = shlex.quote(REASON_MARK)
+    return (f"{mvn} -o -q test-compile > {MAVEN_LOG} 2>&1 || {{ tail -n 40 {MAVEN_LOG}; missing=$({coords}); "
+            f"if [ -n \"$missing\" ]; then echo {reason}\"dependencies unavailable offline: $missing (not in "
+            f"{where})\"; else echo {reason}\"the project does not compile offline: $({first})\"; fi; exit 1; }}")
+
+
 def mirror_settings(url: str) -> str:
     """A Maven settings.xml whose one mirror (of every repository) is ``url``."""
     from xml.sax.saxutils import escape
@@ -305,9 +330,7 @@ class Java(Language):
             notes.append(f"dependencies from Debian's Maven repository ({DEBIAN_REPO}), offline; set {MIRROR_ENV} "
                          "to fetch others from a Maven repository mirror")
         settings = f" -s {options['settings']}" if options.get("settings") else ""
-        check = (mvn.format(repo=options["repo"]) + settings + " -o -q test-compile || { echo 'envgen: the project does not "
-                 "compile offline with the dependencies above (a version Debian does not package needs "
-                 f"{MIRROR_ENV})'; exit 1; }}")
-        task_steps.append(Step("check", check))
+        where = f"the mirror in {MIRROR_ENV}" if mirror else f"Debian's Maven repository; set {MIRROR_ENV} for others"
+        task_steps.append(Step("check", offline_check(mvn.format(repo=options["repo"]) + settings, where)))
         return Recipe(language=self.name, suite=DEFAULT_SUITE, toolchains=("jdk",), steps=steps, framework="maven",
                       options=options, notes=notes, task_steps=task_steps)

@@ -41,6 +41,8 @@ REPO_IN_BUILD = f"{images.WORK_DIR}/repo"
 """Where the task layer checks the repository out: the path the episode's working tree has."""
 TASK_GIT_DIR = "/opt/envgen/task-src.git"
 STEP_MARK, FAILED_MARK = "envgen task step: ", "envgen task step failed: "
+REASON_MARK = "envgen task step reason: "
+"""A line a task step prints before it fails: the rejection's reason (e.g. the artifacts Maven lacks)."""
 """The snapshot's git data during the task layer's build (removed with the checkout)."""
 FAMILY = "code"
 SNAPSHOT_IDENT = {"GIT_AUTHOR_NAME": "envgen", "GIT_AUTHOR_EMAIL": "envgen@localhost",
@@ -86,14 +88,15 @@ def task_instructions(recipe: Recipe) -> list[str]:
     have, with a ``.git`` file as there), the recipe's task steps run there in order, then the checkout
     removed (the episode materialises its own; what the steps must keep of the tree they copy out, see
     ``envgen_verifiers.install``). One layer, so the checkout never weighs in the image; a failing step
-    ends the build with a last line naming it and its exit code."""
+    ends the build with a last line naming it and its exit code (each step runs in a subshell, so an
+    ``exit`` in it cannot skip that line); a line of the step starting with ``REASON_MARK`` says why."""
     if not recipe.task_steps:
         return []
     src = TASK_GIT_DIR
     parts = [f"mkdir -p {REPO_IN_BUILD}", f"printf 'gitdir: {src}\\n' > {REPO_IN_BUILD}/.git",
              f"git -C {REPO_IN_BUILD} reset -q --hard"]
     for s in recipe.task_steps:
-        parts.append(f"echo {shlex.quote(STEP_MARK + s.name)} && cd {REPO_IN_BUILD} && {{ {s.run} ; }} || "
+        parts.append(f"echo {shlex.quote(STEP_MARK + s.name)} && cd {REPO_IN_BUILD} && ( {s.run} ) || "
                      f"{{ rc=$?; echo {shlex.quote(FAILED_MARK + s.name)} exit $rc; exit $rc; }}")
     parts.append(f"cd / && rm -rf {REPO_IN_BUILD} {src}")
     return ["USER root", f"COPY repo.git {src}", "RUN " + " && ".join(f"( {p} )" if " || " in p else p
@@ -124,7 +127,9 @@ def build_task_image(pack, recipe: Recipe, *, client=None, log=images.stderr_log
         failed = names.index(name)
         steps = [StepResult(s.name, s.run, 0 if i < failed else rc if i == failed else None)
                  for i, s in enumerate(recipe.task_steps)]
-        raise EnvironmentFailed(f"task image: step {name!r} exited with {rc}", steps, tail[-3000:]) from None
+        said = re.findall(re.escape(REASON_MARK) + r"([^|\n]+)", tail)
+        what = f"task image: step {name!r} exited with {rc}"
+        raise EnvironmentFailed(f"{said[-1].strip()} ({what})" if said else what, steps, tail[-3000:]) from None
 
 
 def env_tag(recipe: Recipe, family: str) -> str:
