@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .lang import Language
+from .lang import Language, RepoView
 from .sources import RawInstance, has_commit
 
 
@@ -144,11 +144,14 @@ def _section_path(lines: list[str]) -> str | None:
     return m.group(2) if m else None
 
 
-def split_patch(diff: str, language: Language) -> tuple[str, str, list[str], list[str]]:
-    """(gold patch, test patch, code files, test files): test files by the language's rules, the rest gold."""
+def split_patch(diff: str, language: Language, view: RepoView | None = None) -> tuple[str, str, list[str], list[str]]:
+    """(gold patch, test patch, code files, test files): test files by the language's rules and, with
+    ``view`` (the repository at the base commit), by the project's own test settings there
+    (``Language.test_matcher``); the rest gold."""
+    is_test = language.test_matcher(view)
     gold, test, code_files, test_files = [], [], [], []
     for path, text in split_files(diff):
-        if language.is_test_path(path):
+        if is_test(path):
             test.append(text)
             test_files.append(path)
         else:
@@ -165,7 +168,8 @@ def changed_lines(patch: str) -> int:
 
 
 def make_candidate(raw: RawInstance, language: Language, filters: Filters | None = None) -> Candidate | Rejection:
-    """The candidate for ``raw``, or the first filter it fails (with its reason)."""
+    """The candidate for ``raw``, or the first filter it fails (with its reason). Test files are told apart
+    by the language's conventions and the project's own test settings at the base commit."""
     f = filters or Filters()
 
     def reject(reason: str, **details) -> Rejection:
@@ -204,14 +208,16 @@ def make_candidate(raw: RawInstance, language: Language, filters: Filters | None
         code_files = [p for p in gold_files if language.is_code_path(p)]
         test_files = test_files_all
     else:
-        if not any(language.is_test_path(p) for p in files):
+        view = base_view(raw)
+        is_test = language.test_matcher(view)
+        if not any(is_test(p) for p in files):
             return reject("no test change")
         if not any(language.is_code_path(p) for p in files):
             return reject("no code change")
         if len(raw.patch.encode()) > f.max_patch_bytes:
             return reject(f"diff too large ({len(raw.patch.encode())} > {f.max_patch_bytes} bytes)")
         try:
-            gold, test, code_files, test_files = split_patch(raw.patch, language)
+            gold, test, code_files, test_files = split_patch(raw.patch, language, view)
         except ValueError as e:
             return reject(f"malformed patch: {e}")
     if not test.strip():
@@ -234,6 +240,13 @@ def make_candidate(raw: RawInstance, language: Language, filters: Filters | None
                      problem_statement=raw.problem_statement.strip(), language=language.name,
                      hints_text=raw.hints_text, created_at=raw.created_at, source=raw.source,
                      code_files=code_files, test_files=test_files, meta=dict(raw.meta, issues=raw.issues))
+
+
+def base_view(raw: RawInstance) -> RepoView | None:
+    """The repository at the instance's base commit, or None without a clone holding it (conventions only)."""
+    if raw.repo_path is None or not raw.base_commit or not has_commit(raw.repo_path, raw.base_commit):
+        return None
+    return RepoView(raw.repo_path, raw.base_commit)
 
 
 def swebench_filters() -> Filters:

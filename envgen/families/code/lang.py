@@ -17,11 +17,16 @@ import hashlib
 import json
 import subprocess
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...errors import InputError
+
+if TYPE_CHECKING:
+    from .test_layout import TestLayout
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,19 @@ class RepoView:
         return path in self._set
 
     @cached_property
+    def sizes(self) -> dict[str, int]:
+        """Bytes of every file at the commit (``ls-tree -l``; submodules, which have no size, are left out)."""
+        out = subprocess.run(["git", "-C", str(self.repo), "ls-tree", "-r", "-l", "-z", self.commit],
+                             capture_output=True, check=False)
+        sizes = {}
+        for entry in out.stdout.decode("utf-8", errors="replace").split("\0"):
+            meta, _, path = entry.partition("\t")
+            size = meta.split()[-1] if meta.split() else "-"
+            if path and size.isdigit():
+                sizes[path] = int(size)
+        return sizes
+
+    @cached_property
     def _set(self) -> set[str]:
         return set(self.files)
 
@@ -113,6 +131,20 @@ class Language(ABC):
     @abstractmethod
     def is_test_path(self, path: str) -> bool:
         """True for files that belong in the test patch (tests, their fixtures and configuration)."""
+
+    def configured_tests(self, view: RepoView) -> TestLayout | None:
+        """Test files the project's own settings at this commit name beyond the conventions of
+        ``is_test_path`` (pytest ``python_files``, jest ``testMatch``, Maven ``testSourceDirectory`` ...);
+        None when it configures nothing more."""
+        return None
+
+    def test_matcher(self, view: RepoView | None) -> Callable[[str], bool]:
+        """``is_test_path`` widened by ``configured_tests(view)``: what splits a commit into gold and test
+        patch (a file is a test by the conventions or by the project's own settings)."""
+        layout = self.configured_tests(view) if view is not None else None
+        if layout is None:
+            return self.is_test_path
+        return lambda path: self.is_test_path(path) or layout.matches(path)
 
     @abstractmethod
     def is_code_path(self, path: str) -> bool:
