@@ -32,6 +32,7 @@ import xml.etree.ElementTree as ET
 from ...errors import InputError
 from ...sandbox.images import DEFAULT_SUITE
 from .lang import Language, Recipe, RepoView, Step
+from .test_layout import TestLayout, java_tests
 
 JDK = 17
 """The Java the base image's jdk layer has (Debian bookworm's default-jdk-headless)."""
@@ -227,9 +228,15 @@ class Java(Language):
     def detect(self, view: RepoView) -> bool:
         return any(view.exists(f) for f in ("pom.xml", "build.gradle", "build.gradle.kts"))
 
+    def configured_tests(self, view: RepoView) -> TestLayout | None:
+        """Maven's ``testSourceDirectory`` (and build-helper test sources), Gradle's ``sourceSets.test``."""
+        return java_tests(view)
+
     def runnable_tests(self, paths: list[str], view_after: set[str], view: RepoView | None = None) -> list[str]:
         """The test patch's Java test classes Surefire's default includes name, under a test source set
-        (``src/test/java``); abstract bases by their ``Abstract`` prefix are left out."""
+        (``src/test/java``, or the one the build configures); abstract bases by their ``Abstract`` prefix are
+        left out."""
+        layout = self.configured_tests(view) if view is not None else None
         out = []
         for p in paths:
             parts = p.split("/")
@@ -237,7 +244,7 @@ class Java(Language):
             if p not in view_after or not p.endswith(".java") or stem.startswith("Abstract"):
                 continue
             if not any(parts[i] == "src" and parts[i + 1] == "test" and parts[i + 2] == "java"
-                       for i in range(len(parts) - 3)):
+                       for i in range(len(parts) - 3)) and not (layout is not None and layout.matches(p)):
                 continue
             if any(r.match(stem) for r in SUREFIRE_INCLUDES):
                 out.append(p)

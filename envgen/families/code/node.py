@@ -48,6 +48,7 @@ import subprocess
 from ...errors import InputError
 from ...sandbox.images import DEFAULT_SUITE, SUITES
 from .lang import Language, Recipe, RepoView, Step
+from .test_layout import TestLayout, node_tests
 
 NODE_DIR = "/opt/envgen/node"
 IMAGE_MODULES = f"{NODE_DIR}/node_modules"
@@ -490,6 +491,10 @@ class JavaScript(Language):
         return path.endswith(JS_SUFFIXES + TS_SUFFIXES) and not path.endswith(".d.ts") \
             and not self.is_test_path(path) and "node_modules/" not in path
 
+    def configured_tests(self, view: RepoView) -> TestLayout | None:
+        """jest's ``testMatch``/``testRegex``/``roots``, vitest's ``include``, mocha's ``spec``."""
+        return node_tests(view)
+
     def _ts_dominant(self, view: RepoView) -> bool:
         ts = sum(1 for f in view.files if f.endswith(TS_SUFFIXES) and not f.endswith(".d.ts")
                  and "node_modules/" not in f)
@@ -506,6 +511,7 @@ class JavaScript(Language):
                 fw = framework_of(_package(view))
             except InputError:
                 fw = None
+        layout = self.configured_tests(view) if view is not None else None
         out = []
         for p in paths:
             if p not in view_after or not p.endswith(JS_SUFFIXES + TS_SUFFIXES) or p.endswith(".d.ts") \
@@ -517,7 +523,8 @@ class JavaScript(Language):
             if TEST_NAME.search(parts[-1]) or "__tests__" in parts[:-1] or \
                     (fw is not None and fw[0] == "mocha" and parts[0] in ("test", "tests")) or \
                     (fw is not None and fw[0] == NODE_TEST and ("test" in parts[:-1]
-                                                                 or NODE_TEST_NAME.search(parts[-1]))):
+                                                                 or NODE_TEST_NAME.search(parts[-1]))) or \
+                    (layout is not None and layout.matches(p)):
                 out.append(p)
         return out
 

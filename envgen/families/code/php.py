@@ -34,6 +34,7 @@ import xml.etree.ElementTree as ET
 from ...errors import InputError
 from ...sandbox.images import DEFAULT_SUITE, VERIFIERS_DIR, WORK_DIR
 from .lang import Language, Recipe, RepoView, Step
+from .test_layout import TestLayout
 
 REPO_IN_IMAGE = f"{WORK_DIR}/repo"
 PHP_VERSION = (8, 2)
@@ -206,14 +207,26 @@ class PHP(Language):
         marker = view.exists("composer.json") or any(view.exists(n) for n in CONFIG_FILES)
         return marker and any(self.is_code_path(f) for f in view.files)
 
+    def configured_tests(self, view: RepoView) -> TestLayout | None:
+        """The directories (with their suffixes) and files of the PHPUnit configuration's test suites."""
+        try:
+            config, info = phpunit_config(view)
+        except InputError:
+            return None
+        if config is None or not (info["dirs"] or info["files"]):
+            return None
+        return TestLayout(config, dirs=tuple((d, (s,)) for d, s in zip(info["dirs"], info["suffixes"])),
+                          globs=tuple(info["files"]))
+
     def runnable_tests(self, paths: list[str], view_after: set[str], view: RepoView | None = None) -> list[str]:
         """The test patch's PHPUnit test case files (``*Test.php``, or the suffixes the configuration's
         test suites name) that exist after it."""
         suffixes = {"Test.php"}
         if view is not None:
             suffixes |= set(phpunit_config(view)[1]["suffixes"])
+        is_test = self.test_matcher(view)
         return [p for p in paths if p in view_after and p.split("/")[0] != "vendor"
-                and p.endswith(tuple(suffixes)) and self.is_test_path(p)]
+                and p.endswith(tuple(suffixes)) and is_test(p)]
 
     def recipe(self, view: RepoView, *, python: str | None = None) -> Recipe:
         manifest = read_manifest(view)

@@ -51,6 +51,7 @@ from packaging.version import InvalidVersion, Version
 from ...errors import InputError
 from ...sandbox.images import DEFAULT_SUITE, SUITES, VERIFIERS_DIR, WORK_DIR
 from .lang import Language, Recipe, RepoView, Step
+from .test_layout import TestLayout
 
 VENV = "/opt/envgen/venv"
 VENV_PYTHON = f"{VENV}/bin/python"
@@ -972,6 +973,15 @@ class Python(Language):
 
     def is_code_path(self, path: str) -> bool:
         return path.endswith(CODE_SUFFIXES) and not self.is_test_path(path)
+
+    def configured_tests(self, view: RepoView) -> TestLayout | None:
+        """pytest's ``python_files`` (within ``testpaths`` when set) and the conftest.py files there."""
+        s = pytest_settings(view)
+        if not s["python_files"] and not s["testpaths"]:
+            return None
+        roots = tuple(r for r in (_normpath(t) for t in s["testpaths"]) if r not in ("", "."))
+        return TestLayout(s["source"], globs=(*(s["python_files"] or DEFAULT_PYTHON_FILES), "conftest.py"),
+                          roots=roots)
 
     def detect(self, view: RepoView) -> bool:
         return any(view.exists(f) for f in ("pyproject.toml", "setup.py", "setup.cfg")) or \

@@ -476,7 +476,8 @@ class GitHubSource:
             if rec.get("merged_at") and clone is None:
                 clone = ensure_clone(self.repo, self.repo_path, self.cache_dir)
             issue = rec["issues"][0] if len(rec["issues"]) == 1 else None
-            problem = issue_text(issue) if issue else ""
+            # without one closed issue the PR's own title and body (kept only where the filters allow no issue)
+            problem = issue_text(issue) if issue else issue_text({"title": rec.get("title"), "body": rec.get("body")})
             yield RawInstance(
                 instance_id=f"{owner}__{name}-{n}", repo=self.repo, base_commit=rec.get("base_sha") or "",
                 patch=rec.get("diff") or "", repo_path=clone, problem_statement=problem,
@@ -484,7 +485,8 @@ class GitHubSource:
                 merged=bool(rec.get("merged_at")), issues=[i["number"] for i in rec["issues"]], source="github",
                 meta={"pull_number": n, "pull_url": rec.get("url"), "merged_at": rec.get("merged_at"),
                       "merge_commit_sha": rec.get("merge_commit_sha"), "title": rec.get("title"),
-                      "issue_created_at": issue.get("created_at") if issue else None})
+                      "issue_created_at": issue.get("created_at") if issue else None,
+                      "statement_from": "issue" if issue else "pull request"})
 
 
 def _default_cache() -> Path:
@@ -494,10 +496,19 @@ def _default_cache() -> Path:
 # ---------------------------------------------------------------- local git history
 
 
+_ISSUE_REF = re.compile(r"(?<![\w/&])#(\d+)\b")
+
+
 class LocalGitSource:
     """Commits of a local repository that change code and tests (``merges``: merge commits, diffed
-    against their first parent). The commit message is the problem statement unless it closes an issue
-    whose text ``issues`` ({number: text}) holds."""
+    against their first parent).
+
+    The problem statement comes from the best source the history has, before any length filter: the text
+    of an issue the commit links (closing keywords, else a lone ``#N`` in its subject or body, else in the
+    message of the merge that brought it in) when ``issues`` ({number: text}) holds it; else, for a commit
+    a pull request's merge brought into the first-parent history, that merge's PR title and body followed
+    by the commit's own message; else the commit message (subject and body). ``meta.statement_from`` says
+    which (``issue``, ``pull request``, ``commit message``)."""
 
     kind = "git"
 
@@ -523,21 +534,53 @@ class LocalGitSource:
                 continue  # the root commit has no base to start from
             base = parents[0]
             files = [f for f in git_out(self.path, "diff", "--name-only", "-z", base, sha).split("\0") if f]
-            has_tests = any(self.language.is_test_path(f) for f in files)
             has_code = any(self.language.is_code_path(f) for f in files)
+            has_tests = has_code and (any(self.language.is_test_path(f) for f in files) or
+                                      any(map(self.language.test_matcher(RepoView(self.path, base)), files)))
             patch = git_out(self.path, "diff", "--binary", "--full-index", base, sha) if has_tests and has_code else ""
             message = message.strip()
+            merge = self._merge_of(sha) if patch and not self.merges else None
             linked = closing_issues(message, self.name)
-            issue = self.issues.get(linked[0]) if len(linked) == 1 else None
-            problem = issue if issue is not None else clean_commit_message(message)
-            meta: dict[str, Any] = {"commit": sha, "subject": problem.splitlines()[0] if problem else "",
-                                    "statement_from": "issue" if issue is not None else "commit message"}
-            if issue is not None:
-                meta["issue"] = linked[0]
+            issue_no = self._linked_issue(message, linked) or (self._linked_issue(merge[1], []) if merge else None)
+            own = clean_commit_message(message)
+            if issue_no is not None:
+                problem, source = self.issues[issue_no], "issue"
+            elif merge is not None and (pr := clean_commit_message(merge[1])) and pr.strip() != own.strip():
+                problem, source = (pr if own in pr else f"{pr}\n\n{own}").strip(), "pull request"
+            else:
+                problem, source = own, "commit message"
+            meta: dict[str, Any] = {"commit": sha, "subject": own.splitlines()[0] if own else "",
+                                    "statement_from": source}
+            if issue_no is not None:
+                meta["issue"] = issue_no
+                linked = linked or [issue_no]
+            if merge is not None:
+                meta["merge_commit"] = merge[0]
             yield RawInstance(
                 instance_id=f"{self.name.replace('/', '__')}-{sha[:12]}", repo=self.name, base_commit=base,
                 patch=patch, repo_path=self.path, problem_statement=problem, created_at=date, merged=True,
                 issues=linked, files=files, source="git", meta=meta)
+
+    def _linked_issue(self, message: str, closing: list[int]) -> int | None:
+        """The one issue of ``issues`` a message links: by closing keywords, else by its lone ``#N``."""
+        if len(closing) == 1 and closing[0] in self.issues:
+            return closing[0]
+        refs = {int(n) for n in _ISSUE_REF.findall(message)} & set(self.issues)
+        return refs.pop() if len(refs) == 1 and not closing else None
+
+    def _merge_of(self, sha: str) -> tuple[str, str] | None:
+        """(merge commit, its message) of the merge that brought ``sha`` into the first-parent history of
+        ``rev``; None for a commit made on that history itself."""
+        chain = git_out(self.path, "rev-list", "--ancestry-path", "--first-parent", f"{sha}..{self.rev}",
+                        check=False).split()
+        if not chain:
+            return None
+        merge = chain[-1]
+        parents = git_out(self.path, "rev-list", "--parents", "-n", "1", merge).split()[1:]
+        if len(parents) < 2 or subprocess.run(["git", "-C", str(self.path), "merge-base", "--is-ancestor", sha,
+                                               parents[0]], capture_output=True).returncode == 0:
+            return None
+        return merge, git_out(self.path, "log", "-1", "--format=%B", merge).strip()
 
 
 # ---------------------------------------------------------------- SWE-bench files
