@@ -17,7 +17,12 @@ import pytest
 from code_repo import _commit, _git, _write
 
 from envgen.families.code import build_code
-from envgen.families.code.candidates import Candidate, Rejection, make_candidate, split_patch
+from envgen.families.code.candidates import (
+    Candidate,
+    Rejection,
+    make_candidate,
+    split_patch,
+)
 from envgen.families.code.lang import RepoView
 from envgen.families.code.languages import get_language, language_choice
 from envgen.families.code.sources import LocalGitSource, git_out, open_source
@@ -103,7 +108,7 @@ def test_node_runners_settings_split_a_commit(tmp_path, config, test_file):
 def test_jest_roots_limit_its_patterns(tmp_path):
     config = {"package.json": json.dumps({"name": "slug"}),
               "jest.config.js": "module.exports = { roots: ['<rootDir>/src'], testRegex: '\\\\.t\\\\.js$' };\n"}
-    plain, tests, _ = _split(tmp_path, "javascript", {**config, **NODE_SRC},
+    _plain, tests, _ = _split(tmp_path, "javascript", {**config, **NODE_SRC},
                              {**NODE_FIX, "src/slug.t.js": "x\n", "bench/run.t.js": "y\n"})
     assert tests == ["src/slug.t.js"]  # bench/ is outside the roots
 
@@ -150,8 +155,8 @@ def test_local_history_statements_come_from_bodies_issues_and_the_merging_pr(tmp
     _commit(root, "init", 1)
     shas = {}
     for i, (key, msg) in enumerate([
-            ("body", "Fix f\n\nf returned its argument unchanged for negative numbers; it must return the "
-                     "absolute value, as the docs say."),
+            ("body", ("Fix f\n\nf returned its argument unchanged for negative numbers; it must return the "
+                     "absolute value, as the docs say.")),
             ("issue", "Fix f for zero, see #12"),
             ("bare", "tweak f")], start=2):
         _write(root, {"calc.py": f"def f(x):\n    return x + {i}\n", "tests/test_calc.py": f"def test_{key}():\n    pass\n"})
