@@ -9,10 +9,9 @@ the running test's (``PYTEST_CURRENT_TEST``) or, during collection, the collecto
 fetched something); empty before collection (a conftest). Loopback and Unix sockets do not count.
 
 The module is copied next to nothing else (``tests.run_tests``) so importing it brings in no other code;
-it uses the standard library only. The verifier's runs never load it.
+it uses the standard library only and runs on the task's interpreter, however old (no annotations that
+need evaluating, no ``from __future__`` import 3.6 lacks). The verifier's runs never load it.
 """
-
-from __future__ import annotations
 
 import os
 import sys
@@ -21,17 +20,17 @@ _OUT = os.environ.get("ENVGEN_NETPROBE")
 _LOCAL = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback", "0.0.0.0", "::", "::1"}
 _collecting = [""]
 _busy = [False]
-_seen: set = set()
+_seen = set()
 
 
-def _host(event: str, args: tuple):
+def _host(event, args):
     if event == "socket.connect":
         address = args[1] if len(args) > 1 else None
         return address[0] if isinstance(address, tuple) and address else None  # a str is a Unix socket
     return args[0] if args else None
 
 
-def _local(host) -> bool:
+def _local(host):
     if not host:
         return True
     if isinstance(host, bytes):
@@ -40,14 +39,14 @@ def _local(host) -> bool:
     return host in _LOCAL or host.startswith("127.") or host.startswith("::ffff:127.")
 
 
-def _where() -> str:
+def _where():
     current = os.environ.get("PYTEST_CURRENT_TEST")
     if current:
         return current.rsplit(" (", 1)[0]  # "path::test[params] (call)" -> the node id
     return _collecting[0]
 
 
-def _hook(event: str, args: tuple) -> None:
+def _hook(event, args):
     if not event.startswith("socket.") or _busy[0]:
         return
     if event not in ("socket.getaddrinfo", "socket.connect", "socket.gethostbyname", "socket.gethostbyname_ex",
@@ -70,11 +69,11 @@ def _hook(event: str, args: tuple) -> None:
         _busy[0] = False
 
 
-def pytest_collectstart(collector) -> None:
+def pytest_collectstart(collector):
     _collecting[0] = collector.nodeid
 
 
-def pytest_collectreport(report) -> None:
+def pytest_collectreport(report):
     _collecting[0] = ""
 
 
@@ -82,7 +81,7 @@ if _OUT and hasattr(sys, "addaudithook"):
     sys.addaudithook(_hook)
 
 
-def read(path: str) -> list[str]:
+def read(path):
     """The node ids an attempt was recorded for (the file ``_hook`` wrote), each once, in order."""
     try:
         with open(path, encoding="utf-8") as f:
