@@ -32,6 +32,7 @@ import xml.etree.ElementTree as ET
 from ...errors import InputError
 from ...sandbox.images import DEFAULT_SUITE
 from .lang import Language, Recipe, RepoView, Step
+from .repo_image import REASON_MARK
 from .test_layout import TestLayout, java_tests
 
 JDK = 17
@@ -187,8 +188,6 @@ def offline_check(mvn: str, where: str) -> str:
     resolve (``dependencies unavailable offline: g:a:v, ...``), else Maven's first error; the environment is
     then rejected with that reason, and a rerun does not build it again. (Maven's report is text: grep and
     sed pick the coordinates out in the image, where no other tool reads it.)"""
-    from .repo_image import REASON_MARK
-
     coords = (f"grep -oE {shlex.quote(_MISSING)} {MAVEN_LOG} | awk '{{print $NF}}' | "
               "sed -E 's/:(jar|pom|maven-plugin|test-jar|war)(:[^:]+)?:([^:]+)$/:\\3/' | sort -u | head -8 | "
               "paste -sd, - | sed 's/,/, /g'")
