@@ -41,7 +41,8 @@ def _repo(root: Path, base: dict[str, str], change: dict[str, str], message: str
 
 
 PYTEST_BASE = {
-    "pyproject.toml": '[project]\nname = "calc"\nversion = "0.1.0"\n\n[tool.pytest.ini_options]\n'
+    "pyproject.toml": '[project]\nname = "calc"\nversion = "0.1.0"\n\n[tool.setuptools]\npackages = ["calc"]\n\n'
+                      '[tool.pytest.ini_options]\n'
                       'python_files = ["check_*.py"]\ntestpaths = ["checks"]\n',
     "calc/__init__.py": "", "calc/core.py": "def subtract(a, b):\n    return b - a\n",
     "checks/check_add.py": "from calc.core import subtract\n\n\ndef test_zero():\n    assert subtract(1, 1) == 0\n",

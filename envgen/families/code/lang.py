@@ -21,12 +21,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ...errors import InputError
-
-if TYPE_CHECKING:
-    from .test_layout import TestLayout
 
 
 @dataclass(frozen=True)
@@ -125,6 +122,14 @@ class RepoView:
         return out.stdout.decode("utf-8", errors="replace") if out.returncode == 0 else None
 
 
+class TestPaths(Protocol):
+    """Test files a project's settings name (``test_layout.TestLayout``)."""
+
+    __test__ = False  # not a pytest test class, whatever its name says
+
+    def matches(self, path: str) -> bool: ...
+
+
 class Language(ABC):
     name: str = ""
 
@@ -132,7 +137,7 @@ class Language(ABC):
     def is_test_path(self, path: str) -> bool:
         """True for files that belong in the test patch (tests, their fixtures and configuration)."""
 
-    def configured_tests(self, view: RepoView) -> TestLayout | None:
+    def configured_tests(self, view: RepoView) -> TestPaths | None:
         """Test files the project's own settings at this commit name beyond the conventions of
         ``is_test_path`` (pytest ``python_files``, jest ``testMatch``, Maven ``testSourceDirectory`` ...);
         None when it configures nothing more."""
