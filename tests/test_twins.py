@@ -279,3 +279,59 @@ def test_the_screen_spares_what_the_project_itself_already_uses(tmp_path):
     base = _repo(tmp_path, {"src/_pytest/reports.py": "class TestReport:\n    pass\n"})
     patch = _patch("src/_pytest/reports.py", "from _pytest.nodes import Item")
     assert screen.screen(patch, str(tmp_path), base) == []
+
+
+# ---------------------------------------------------------------- which literal the twins change
+
+
+TAIL = '''def tail(n, s):
+    return list(s)[len(s) - n:] if n else []
+'''
+TAIL_GOLD = '''def tail(n, s):
+    if n < 0:
+        raise ValueError("negative tail size")
+    return list(s)[len(s) - n:] if n else []
+'''
+TAIL_TEST = '''import unittest
+
+from tailmod import tail
+
+
+class TailTests(unittest.TestCase):
+    def test_sized(self):
+        self.assertEqual(tail(2, 'ABC'), ['B', 'C'])
+
+    def test_sized_negative(self):
+        self.assertRaises(ValueError, lambda: tail(-1, 'ABCDEFG'))
+'''
+
+
+def test_twins_move_to_a_literal_that_decides_the_outcome(tmp_path):
+    """more-itertools' ``assertRaises(ValueError, lambda: tail(-1, 'ABCDEFG'))``: the string, the first
+    literal offered, raises for any value, so its twins pass with the gold patch and told nothing (the task
+    was rejected as forgeable); the validation run moves the twins to the next literal (``-1``) and keeps
+    the twins that fail."""
+    import difflib
+
+    from envgen.families.code.execution import run_matrix_local
+
+    repo = tmp_path / "repo"
+    base = _repo(repo, {"tailmod.py": TAIL, "tests/test_tail.py": TAIL_TEST.split("    def test_sized_negative")[0]})
+
+    def diff(path, a, b):
+        return "".join(difflib.unified_diff(a.splitlines(True), b.splitlines(True), f"a/{path}", f"b/{path}"))
+
+    test_patch = diff("tests/test_tail.py", TAIL_TEST.split("    def test_sized_negative")[0], TAIL_TEST)
+    gold = diff("tailmod.py", TAIL, TAIL_GOLD)
+    files = ["tests/test_tail.py"]
+    res = run_matrix_local(repo / ".git", base=base, framework="pytest", files=files, python=None, pythonpath=[],
+                           gold=gold, test=test_patch, runs=2, timeout_s=60)
+    assert res["twins"], res["twin_note"]
+    (planned,) = res["twins"]["plan"]["tests"]
+    assert planned["name"].endswith("test_sized_negative") and planned["literal"] == 1
+    assert "'ABCDEFG'" in res["twins"]["plan"]["files"]["tests/test_tail.py"]
+    assert res["twins"]["expect_failing"]
+    # every gold run with the final plan: the real test passed, the expected twins failed
+    twin_runs = [r for r in res["runs"] if "twin_outcomes" in r]
+    assert twin_runs and all(r["outcomes"][t] == "passed" for r in twin_runs for t in r["outcomes"]
+                             if "test_sized_negative" in t)

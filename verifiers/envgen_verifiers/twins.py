@@ -360,36 +360,51 @@ def _token(rng: random.Random, taken: set) -> str:
 class Twins:
     """A plan being made: a seeded random source for suffixes that never repeat, and what is written."""
 
-    def __init__(self, seed: int, budget: int, per_test: int, tree: str = ""):
+    def __init__(self, seed: int, budget: int, per_test: int, tree: str = "", choices: dict | None = None):
         self.tree = tree
         self.rng = random.Random(seed)
         self.taken: set = set()
         self.budget = budget
         self.per_test = per_test
+        self.choices = dict(choices or {})
         self.out: dict = {"files": {}, "real": [], "twins": [], "tests": []}
 
     def suffix(self, d: Dialect) -> str:
         return d.sep + _token(self.rng, self.taken)
 
+    def pick(self, path: str, name: str, lits: list):
+        """The literal a test's twins change: the first ``literals`` offers, or a later one where the
+        twins of the earlier ones passed with the gold patch (``choices``, set by the validation run:
+        ``assertRaises(E, f, 'ABC')``'s string often does not matter, its number does), round again
+        when all were tried (the retry's seed draws new windows); None when it has no literal."""
+        i = self.choices.get(choice_key(path, name), 0)
+        return lits[i % len(lits)] if lits else None
+
     def record(self, path: str, name: str, real: str, twins: list[str]) -> None:
         self.budget -= 1
         self.out["real"].append(real)
         self.out["twins"] += twins
-        self.out["tests"].append({"file": path, "name": name, "real": real, "twins": twins})
+        self.out["tests"].append({"file": path, "name": name, "real": real, "twins": twins,
+                                  "literal": self.choices.get(choice_key(path, name), 0)})
+
+
+def choice_key(path: str, name: str) -> str:
+    return f"{path}::{name}"
 
 
 def plan(tree: str, dialect: Dialect, test_ids: list[str], files: list[str], *, seed: int = 0,
-         max_tests: int = MAX_TESTS, per_test: int = TWINS_PER_TEST) -> dict:
+         max_tests: int = MAX_TESTS, per_test: int = TWINS_PER_TEST, choices: dict | None = None) -> dict:
     """The twin plan for ``test_ids``: {"files": {path: new text, or None for a file to remove}, "real":
     [suffix the real tests got], "twins": [suffix of each twin], "tests": [{"file", "name", "real",
-    "twins": [...]}]}. Declarations the dialect cannot find, or finds more than once, and tests with no
-    literal to change get no twin. Each file's copies come from ``Dialect.copies``."""
+    "twins": [...], "literal": which literal}]}. Declarations the dialect cannot find, or finds more than
+    once, and tests with no literal to change get no twin. Each file's copies come from ``Dialect.copies``;
+    ``choices`` ({choice_key: index}) moves a test's twins to a later literal (``Twins.pick``)."""
     wanted: dict[str, list[str]] = {}
     for tid in sorted(test_ids):
         t = dialect.target(tid, list(files), tree)
         if t and t[1] not in wanted.setdefault(t[0], []):
             wanted[t[0]].append(t[1])
-    state = Twins(seed, max_tests, per_test, tree)
+    state = Twins(seed, max_tests, per_test, tree, choices)
     for path in sorted(wanted):
         if state.budget <= 0:
             break
@@ -408,7 +423,7 @@ def plan(tree: str, dialect: Dialect, test_ids: list[str], files: list[str], *, 
 
 def in_file_copies(d: Dialect, path: str, text: str, names: list[str], state: Twins) -> None:
     """Each named declaration renamed, with its twins beside it in the same file (``Dialect.copies``):
-    every twin changes the same literal (the first ``Dialect.literals`` offers) to another value
+    every twin changes the same literal (``Twins.pick`` of those ``Dialect.literals`` offers) to another value
     (``variants``), and the copies are shuffled. Files that go with the tests (``Dialect.companions``:
     e.g. snapshots keyed by a test's name) are rewritten for the new names."""
     decls = d.declarations(text)
@@ -422,8 +437,8 @@ def in_file_copies(d: Dialect, path: str, text: str, names: list[str], state: Tw
         dcl = next((x for x in decls if x.name == name), None)
         if dcl is None or counts[name] != 1 or not d.twinnable(text, dcl):
             continue
-        lits = d.literals(text, dcl)
-        values = variants(lits[0], d, state.per_test, state.rng) if lits else []
+        lit = state.pick(path, name, d.literals(text, dcl))
+        values = variants(lit, d, state.per_test, state.rng) if lit else []
         if not values:
             continue
         real = state.suffix(d)
@@ -431,7 +446,7 @@ def in_file_copies(d: Dialect, path: str, text: str, names: list[str], state: Tw
         twins = []
         for value in values:
             twins.append(state.suffix(d))
-            blocks.append(_copy(text, dcl, twins[-1], lits[0], value))
+            blocks.append(_copy(text, dcl, twins[-1], lit, value))
         state.rng.shuffle(blocks)
         edits.append((dcl.start, dcl.end, "\n\n".join(blocks)))
         state.record(path, name, real, twins)

@@ -510,8 +510,8 @@ class CTestDialect(GTestDialect):
         found = ctest_registrations(tree, [path], state)
         regs = [found[n] for n in names if n in found and found[n].source == path]
         regs = [r for r in regs if r.prog == regs[0].prog and r.exe_cml == regs[0].exe_cml] if regs else []
-        lits = self.program_literals(tree, path, text)[:1]
-        values = variants(lits[0], self, state.per_test, state.rng) if lits else []
+        lit = state.pick(path, regs[0].test if regs else "", self.program_literals(tree, path, text))
+        values = variants(lit, self, state.per_test, state.rng) if lit else []
         if not regs or not values or state.budget <= 0:
             return
         regs = regs[:state.budget]
@@ -532,7 +532,7 @@ class CTestDialect(GTestDialect):
         sources = [stem + s + ext for s in [real, *twins]]
         bases = [os.path.basename(s) for s in sources]
         files: dict = {path: None}
-        for src, t in zip(sources, [text] + [_with_value(text, lits[0], v) for v in values]):
+        for src, t in zip(sources, [text] + [_with_value(text, lit, v) for v in values]):
             files[src] = t
         texts = {cml: _read(tree, cml, state) or "" for cml in {exe_cml, *(r.cml for r in regs), *_cmake_files(tree)}}
         texts = {cml: t for cml, t in texts.items() if cml == exe_cml or prog_re.search(t)}
@@ -717,9 +717,9 @@ class AutomakeDialect(CDialect):
             found = am_program(tree, test_id, [path])
             if found is None or found.source != path:
                 continue
-            lits = self.program_literals(tree, path, text)[:1]
+            lit = state.pick(path, test_id, self.program_literals(tree, path, text))
             mk_text = _read(tree, found.makefile, state)
-            values = variants(lits[0], self, state.per_test, state.rng) if lits else []
+            values = variants(lit, self, state.per_test, state.rng) if lit else []
             if not values or mk_text is None:
                 continue
             real = state.suffix(self)
@@ -729,7 +729,7 @@ class AutomakeDialect(CDialect):
             d = os.path.dirname(found.makefile)
             files = {path: None}
             new_srcs = []
-            for s, t in zip(sfx, [text] + [_with_value(text, lits[0], v) for v in values]):
+            for s, t in zip(sfx, [text] + [_with_value(text, lit, v) for v in values]):
                 files[stem + s + ext] = t
                 new_srcs.append(stem + s + ext)
             pairs = list(zip(sfx, [os.path.relpath(p, d or ".") for p in new_srcs]))

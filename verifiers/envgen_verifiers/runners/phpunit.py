@@ -388,7 +388,7 @@ class PhpDialect(_twins.Dialect):
             dcl = next((x for x in decls if x.name == name), None)
             if dcl is None or counts[name] != 1:
                 continue
-            lits = self.literals(text, dcl)[:1]
+            lits = self.literals(text, dcl)
             provider = None
             if not lits:
                 cls, method = name.split("::", 1)
@@ -398,18 +398,17 @@ class PhpDialect(_twins.Dialect):
                 if provider is None or counts[provider.name] != 1:
                     continue
                 lits = [x for x in self.literals(text, provider)
-                        if not re.match(r"\s*=>", text[x.end:x.end + 20])][:1]
-                if not lits:
-                    continue
+                        if not re.match(r"\s*=>", text[x.end:x.end + 20])]
             # every twin changes the same literal to another value (``twins.variants``)
-            values = _twins.variants(lits[0], self, state.per_test, state.rng)
+            chosen = state.pick(path, name, lits)
+            values = _twins.variants(chosen, self, state.per_test, state.rng) if chosen else []
             if not values:
                 continue
             real = state.suffix(self)
             twin_suffixes = [state.suffix(self) for _ in values]
             blocks = []
             for suffix, value in [(real, None), *zip(twin_suffixes, values)]:
-                lit = lits[0] if value is not None else None
+                lit = chosen if value is not None else None
                 if provider is None:
                     blocks.append(_twins._copy(text, dcl, suffix, lit, value or ""))
                     continue
