@@ -10,6 +10,7 @@ log, a TeamCity log that stops inside that test, a console without a summary).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -154,6 +155,25 @@ def test_a_project_the_toolchain_cannot_serve_is_rejected_with_the_reason(tmp_pa
     monkeypatch.delenv("ENVGEN_COMPOSER_REPO", raising=False)
     view = _view(tmp_path, {"composer.json": manifest, "src/A.php": "<?php\n"})
     with pytest.raises(InputError, match=why.replace("(", r"\(").replace("^", r"\^")):
+        PHP().recipe(view)
+
+
+def test_dev_tools_no_test_loads_are_left_out_and_the_rest_still_needs_a_repository(tmp_path, monkeypatch):
+    """php-markdown's shape: PHPUnit plus phpstan and php-cs-fixer in require-dev; the tools no test loads
+    are dropped with a note, so the project builds offline; a test library among them (prophecy) is not."""
+    monkeypatch.delenv("ENVGEN_COMPOSER_REPO", raising=False)
+    dev = {"friendsofphp/php-cs-fixer": "^3.0", "phpunit/phpunit": "^9.5", "phpstan/phpstan": ">=1.0",
+           "phpstan/phpstan-phpunit": ">=1.0", "doctrine/coding-standard": "^9"}
+    view = _view(tmp_path, {"composer.json": json.dumps({"require": {"php": ">=7.4"}, "require-dev": dev}),
+                            "src/A.php": "<?php\n", "tests/ATest.php": "<?php\n"})
+    recipe = PHP().recipe(view)
+    assert [s.name for s in recipe.task_steps] == ["autoload", "generated"]
+    assert "4 development tool(s) no test loads left out: doctrine/coding-standard, friendsofphp/php-cs-fixer, " \
+           "phpstan/phpstan, phpstan/phpstan-phpunit" in recipe.notes
+    dev["phpspec/prophecy"] = "^1.15"
+    (tmp_path / "b").mkdir()
+    view = _view(tmp_path / "b", {"composer.json": json.dumps({"require-dev": dev}), "src/A.php": "<?php\n"})
+    with pytest.raises(InputError, match=r"needs 1 package\(s\) from a Composer repository \(phpspec/prophecy\)"):
         PHP().recipe(view)
 
 

@@ -189,6 +189,20 @@ def _packages(reqs: dict) -> dict:
     return {k: v for k, v in (reqs or {}).items() if not re.match(r"^(php|php-64bit|ext-.+|lib-.+|composer-.+)$", k)}
 
 
+DEV_TOOLS = re.compile(
+    r"^(phpstan/.+|vimeo/psalm|psalm/.+|friendsofphp/php-cs-fixer|squizlabs/php_codesniffer|phpmd/phpmd|"
+    r"rector/rector|infection/infection|php-parallel-lint/.+|jakub-onderka/php-parallel-lint|"
+    r"roave/security-advisories|roave/backward-compatibility-check|ergebnis/composer-normalize|"
+    r"bamarni/composer-bin-plugin|dealerdirect/phpcodesniffer-composer-installer|phpcompatibility/.+|"
+    r"[\w.-]+/(?:[\w.-]+-)?coding-standard|php-coveralls/php-coveralls|satooshi/php-coveralls|scrutinizer/ocular|"
+    r"phpro/grumphp|maglnet/composer-require-checker|icanhazstring/composer-unused|sebastian/phpcpd|"
+    r"phploc/phploc|phpbench/phpbench|captainhook/.+)$")
+"""``require-dev`` packages that analyse, format, lint, benchmark or report on the code but that no PHPUnit
+test loads: static analysers, code-style fixers and their rule sets, mutation testing, coverage uploaders,
+Composer plugins for them. The recipe leaves them out (with a note) rather than reject a project for want
+of a Composer repository serving them."""
+
+
 class PHP(Language):
     name = "php"
 
@@ -278,7 +292,11 @@ class PHP(Language):
                 compat = self._check_phpunit(dev.get("phpunit/phpunit") or require.get("phpunit/phpunit"))
         else:
             compat = self._check_phpunit(dev.get("phpunit/phpunit") or require.get("phpunit/phpunit"))
-            fetch = sorted(k for k in {*_packages(require), *_packages(dev)} if k != "phpunit/phpunit")
+            tools = sorted(k for k in _packages(dev) if k not in require and DEV_TOOLS.match(k))
+            if tools:
+                notes.append(f"{len(tools)} development tool(s) no test loads left out: {', '.join(tools)}")
+            fetch = sorted(k for k in {*_packages(require), *_packages(dev)}
+                           if k != "phpunit/phpunit" and k not in tools)
             kit = f"PYTHONPATH={VERIFIERS_DIR} python3 -m envgen_verifiers.install"
             env = f"export COMPOSER_HOME={COMPOSER_HOME} COMPOSER_ALLOW_SUPERUSER=1 COMPOSER_NO_INTERACTION=1"
             if fetch:
@@ -327,7 +345,7 @@ class PHP(Language):
             if allows(str(constraint), (PHPUNIT_MAJOR, 6)):
                 return None
             older = [m for m in range(PHPUNIT_MAJOR - 1, OLDEST_PHPUNIT - 1, -1)
-                     if any(allows(str(constraint), (m, minor)) for minor in range(0, 10))]
+                     if any(allows(str(constraint), (m, minor)) for minor in range(10))]
         except ValueError:
             raise InputError(f"composer.json requires phpunit/phpunit {constraint!r}, a constraint envgen "
                              "cannot read") from None
