@@ -160,7 +160,8 @@ def test_a_project_the_toolchain_cannot_serve_is_rejected_with_the_reason(tmp_pa
 
 def test_dev_tools_no_test_loads_are_left_out_and_the_rest_still_needs_a_repository(tmp_path, monkeypatch):
     """php-markdown's shape: PHPUnit plus phpstan and php-cs-fixer in require-dev; the tools no test loads
-    are dropped with a note, so the project builds offline; a test library among them (prophecy) is not."""
+    are dropped with a note, so the project builds offline; so is a pinned prophecy no test calls, never one a
+    test calls."""
     monkeypatch.delenv("ENVGEN_COMPOSER_REPO", raising=False)
     dev = {"friendsofphp/php-cs-fixer": "^3.0", "phpunit/phpunit": "^9.5", "phpstan/phpstan": ">=1.0",
            "phpstan/phpstan-phpunit": ">=1.0", "doctrine/coding-standard": "^9"}
@@ -170,9 +171,14 @@ def test_dev_tools_no_test_loads_are_left_out_and_the_rest_still_needs_a_reposit
     assert [s.name for s in recipe.task_steps] == ["autoload", "generated"]
     assert "4 development tool(s) no test loads left out: doctrine/coding-standard, friendsofphp/php-cs-fixer, " \
            "phpstan/phpstan, phpstan/phpstan-phpunit" in recipe.notes
-    dev["phpspec/prophecy"] = "^1.15"
+    dev["phpspec/prophecy"] = "^1.15"  # pinned, never called: left out too
     (tmp_path / "b").mkdir()
-    view = _view(tmp_path / "b", {"composer.json": json.dumps({"require-dev": dev}), "src/A.php": "<?php\n"})
+    view = _view(tmp_path / "b", {"composer.json": json.dumps({"require-dev": dev}), "src/A.php": "<?php\n",
+                                  "tests/ATest.php": "<?php\nclass ATest {}\n"})
+    assert any(n.startswith("5 development tool(s)") and "phpspec/prophecy" in n for n in PHP().recipe(view).notes)
+    (tmp_path / "c").mkdir()
+    view = _view(tmp_path / "c", {"composer.json": json.dumps({"require-dev": dev}), "src/A.php": "<?php\n",
+                                  "tests/ATest.php": "<?php\n$a = $this->prophesize(A::class);\n"})
     with pytest.raises(InputError, match=r"needs 1 package\(s\) from a Composer repository \(phpspec/prophecy\)"):
         PHP().recipe(view)
 

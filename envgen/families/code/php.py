@@ -201,6 +201,10 @@ DEV_TOOLS = re.compile(
 test loads: static analysers, code-style fixers and their rule sets, mutation testing, coverage uploaders,
 Composer plugins for them. The recipe leaves them out (with a note) rather than reject a project for want
 of a Composer repository serving them."""
+TEST_ADDONS = {"phpspec/prophecy": ("prophesize", "Prophecy\\"), "phpspec/prophecy-phpunit": ("prophesize", "Prophecy\\")}
+"""Test libraries PHPUnit 9 only integrates (``$this->prophesize()``), by the words a test file that uses
+them must contain: pinned in ``require-dev`` for PHP 8 support (php-markdown pins ``phpspec/prophecy``
+and never calls it), they are left out when no test file says either word."""
 
 
 class PHP(Language):
@@ -293,6 +297,11 @@ class PHP(Language):
         else:
             compat = self._check_phpunit(dev.get("phpunit/phpunit") or require.get("phpunit/phpunit"))
             tools = sorted(k for k in _packages(dev) if k not in require and DEV_TOOLS.match(k))
+            addons = [k for k in _packages(dev) if k not in require and k in TEST_ADDONS]
+            if addons:
+                texts = [view.read(f) or "" for f in view.files if f.endswith(".php") and self.is_test_path(f)]
+                tools += [k for k in addons if not any(w in t for t in texts for w in TEST_ADDONS[k])]
+                tools.sort()
             if tools:
                 notes.append(f"{len(tools)} development tool(s) no test loads left out: {', '.join(tools)}")
             fetch = sorted(k for k in {*_packages(require), *_packages(dev)}
