@@ -328,10 +328,27 @@ def test_twins_move_to_a_literal_that_decides_the_outcome(tmp_path):
                            gold=gold, test=test_patch, runs=2, timeout_s=60)
     assert res["twins"], res["twin_note"]
     (planned,) = res["twins"]["plan"]["tests"]
-    assert planned["name"].endswith("test_sized_negative") and planned["literal"] == 1
-    assert "'ABCDEFG'" in res["twins"]["plan"]["files"]["tests/test_tail.py"]
+    assert planned["name"].endswith("test_sized_negative") and planned["literal"] >= 1
+    text = res["twins"]["plan"]["files"]["tests/test_tail.py"]
+    sizes = re.findall(r"tail\(-(\d), 'ABCDEFG'\)", text)  # the copies differ in the size, not the string
+    assert len(sizes) == 3 and len(set(sizes)) == 3 and "1" in sizes
     assert res["twins"]["expect_failing"]
     # every gold run with the final plan: the real test passed, the expected twins failed
     twin_runs = [r for r in res["runs"] if "twin_outcomes" in r]
     assert twin_runs and all(r["outcomes"][t] == "passed" for r in twin_runs for t in r["outcomes"]
                              if "test_sized_negative" in t)
+
+
+def test_a_string_ending_in_punctuation_gets_twins_on_its_last_plain_letter(tmp_path):
+    """astroid-1268's ``assert nodes.Unknown(lineno=1, col_offset=0).as_string() == "Unknown.Unknown()"``:
+    the numbers do not decide the outcome and the string ends in ``)``; its last letter is changed
+    instead, never an escape or an interpolated name."""
+    assert twins.changeable_char('"Unknown.Unknown()"') == 15
+    assert [twins.changeable_char(t) for t in ('"a\\n"', '"x {y}"', '"hi $name"', '"()"')] == [None] * 4
+    (tmp_path / "test_nodes.py").write_text(
+        "def test_as_string_unknown():\n"
+        "    assert Unknown(lineno=1, col_offset=0).as_string() == \"Unknown.Unknown()\"\n")
+    plan = twins.plan(str(tmp_path), twins.PythonDialect(), ["test_nodes.py::test_as_string_unknown"],
+                      ["test_nodes.py"], seed=5)
+    found = re.findall(r'== "Unknown\.Unknow(\w)\(\)"', plan["files"]["test_nodes.py"])
+    assert len(found) == 3 and len(set(found)) == 3 and "n" in found

@@ -301,8 +301,8 @@ def literals(text: str, decl: Decl, d: Dialect) -> list[Literal]:
         lit = None
         if kind == "number":
             lit = Literal(s, e, "number", text[s:e], False)
-        elif kind == "string" and in_body and e - s >= 3 and text[e - 2].isalnum() \
-                and text[s] in d.quotes + d.raw_quotes:
+        elif kind == "string" and in_body and text[s] in d.quotes + d.raw_quotes \
+                and changeable_char(text[s:e]) is not None:
             lit = Literal(s, e, "string", text[s:e], False)
         elif kind == "word" and in_body and text[s:e] in d.true_false and COMPARES.search(line):
             lit = Literal(s, e, "bool", text[s:e], False)
@@ -339,14 +339,35 @@ def variants(lit: Literal, d: Dialect, k: int, rng: random.Random) -> list[str]:
         v, width = int(m.group(1)), len(m.group(1)) if m.group(1).startswith("0") else 1
         start = rng.randint(max(0, v - k), v)
         return [str(n).zfill(width) + (m.group(2) or "") + m.group(3) for n in range(start, start + k + 1) if n != v]
-    ch = t[-2]
-    letters = next((a for a in ALPHABETS if ch in a), None)
-    if letters is None:
+    at = changeable_char(t)
+    if at is None:
         return []
+    ch = t[at]
+    letters = next(a for a in ALPHABETS if ch in a)
     i = letters.index(ch)
     k = min(k, len(letters) - 1)
     start = rng.randint(max(0, i - k), min(i, len(letters) - 1 - k))
-    return [t[:-2] + c + t[-1] for c in letters[start:start + k + 1] if c != ch]
+    return [t[:at] + c + t[at + 1:] for c in letters[start:start + k + 1] if c != ch]
+
+
+def changeable_char(t: str) -> int | None:
+    """Where a string literal's twins differ: its last ASCII letter or digit that is plain text (not an
+    escape like ``\\n``, not in an interpolation such as ``{x}``, ``${x}`` or ``$x``), so
+    ``"Unknown.Unknown()"`` becomes ``"Unknown.Unknowm()"``; None when there is none."""
+    body = t[1:-1]
+    for i in range(len(body) - 1, -1, -1):
+        ch = body[i]
+        if not (ch.isascii() and ch.isalnum()):
+            continue
+        if "}" in body[i + 1:] or (i and body[i - 1] == "\\"):
+            return None
+        w = i
+        while w and (body[w - 1].isalnum() or body[w - 1] == "_"):
+            w -= 1
+        if w and body[w - 1] in "$@\\":
+            return None
+        return i + 1
+    return None
 
 
 def _token(rng: random.Random, taken: set) -> str:
