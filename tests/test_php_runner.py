@@ -169,6 +169,7 @@ def test_dev_tools_no_test_loads_are_left_out_and_the_rest_still_needs_a_reposit
                             "src/A.php": "<?php\n", "tests/ATest.php": "<?php\n"})
     recipe = PHP().recipe(view)
     assert [s.name for s in recipe.task_steps] == ["autoload", "generated"]
+    assert "composer dump-autoload --dev" in recipe.task_steps[0].run  # autoload-dev: the tests' own classes
     assert "4 development tool(s) no test loads left out: doctrine/coding-standard, friendsofphp/php-cs-fixer, " \
            "phpstan/phpstan, phpstan/phpstan-phpunit" in recipe.notes
     dev["phpspec/prophecy"] = "^1.15"  # pinned, never called: left out too
