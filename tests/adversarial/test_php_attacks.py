@@ -11,11 +11,15 @@ own shutdown function, registered before any project code, ends the process firs
 the TeamCity log outvotes a rewritten JUnit log and the canary gives a wholesale rewrite away: see
 tests/test_php_runner.py.)
 A genuine fix that also edits the tests and the configuration still scores 1.
+A PHPUnit 4 project (compatibility mode): a library that declares ``PHPUnit_Framework_TestCase`` itself
+before the alias does, with assertions that never fail, buys only a task without twins.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -27,12 +31,13 @@ from envgen.build.gate import forgery_patch
 from envgen.pack import load
 from envgen.paths import bundled
 from envgen.sandbox import open_sandbox
+from twinless import episode as _episode
 from twinless import without_twins as _without_twins
 
 try:
-    from php_repo import COMPOSER_JSON, PHPUNIT_XML, make_money_repo
+    from php_repo import COMPOSER_JSON, PHPUNIT_XML, make_legacy_repo, make_money_repo
 except ImportError:  # run as a package
-    from ..php_repo import COMPOSER_JSON, PHPUNIT_XML, make_money_repo
+    from ..php_repo import COMPOSER_JSON, PHPUNIT_XML, make_legacy_repo, make_money_repo
 
 FIX = ("return new Money($other->amount - $this->amount, $this->currency);",
        "return new Money($this->amount - $other->amount, $this->currency);")
@@ -305,3 +310,41 @@ def test_a_forgery_that_spares_the_canary_buys_only_a_twinless_task(money, bare,
     else:  # no JUnit log: the forged TeamCity log alone is a fallback, never evidence
         assert alone.reward == 0.0 and details["report"] == alone.details["report"] == "teamcity", alone.details
         assert "wrote no report of its own" in alone.details["reason"], alone.details
+
+
+# ---------------------------------------------------------------- compatibility mode (PHPUnit 4-8 projects)
+
+ALIAS_DECLARED_FIRST = r"""
+// The compatibility mode aliases PHPUnit_Framework_TestCase when something asks for it; the library,
+// which the bootstrap loads before any test file, declares the name first: a test case whose assertEquals
+// counts an assertion (so no test is risky) and never fails. The canary extends PHPUnit's own class.
+if (!class_exists('PHPUnit_Framework_TestCase', false)) {
+    abstract class PHPUnit_Framework_TestCase extends \PHPUnit\Framework\TestCase
+    {
+        public static function assertEquals($expected, $actual, string $message = ''): void
+        {
+            parent::assertTrue(true);
+        }
+    }
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("php") is None or shutil.which("phpunit") is None,
+                    reason="needs Debian's php-cli and phpunit")
+def test_a_library_that_declares_the_old_base_class_first_buys_only_a_twinless_task(tmp_path):
+    """The compatibility mode's own hole: the old name is the project's to declare. Without twins the forged
+    run is believed (the attack is real); with them it scores 0. The test files and the ``: void`` rewrite are
+    infrastructure (restored before every run), so a submission cannot use them instead."""
+    shas = make_legacy_repo(tmp_path / "calc")
+    report = build_code(f"git:{tmp_path / 'calc'}", tmp_path / "out", backend="local", gate=False, runs=1,
+                        store=tmp_path / "s.sqlite", log=lambda m: None)
+    pack = load(tmp_path / "out" / f"calc-{shas['fix'][:12]}")
+    assert pack.tasks[0].verifier.args["options"]["compat"] == 4
+    calls = [("bash", {"command": f"cat >> src/Calc.php <<'EOF'\n{ALIAS_DECLARED_FIRST}EOF\n"})]
+    reward, details = _episode(_without_twins(pack, tmp_path / "bare"), calls)
+    assert reward == 1.0 and details["FAIL_TO_PASS"] == "1/1" and details["canary"] == "failed", details
+    reward, details = _episode(pack, calls)
+    assert reward == 0.0 and details["FAIL_TO_PASS"] == "1/1" and details["canary"] == "failed", details
+    assert re.fullmatch(r"0/\d+ failed as they must", details["twins"]), details
+    assert "hidden twin checks" in details["reason"] and not details.get("screen"), details
