@@ -184,6 +184,22 @@ def test_dev_tools_no_test_loads_are_left_out_and_the_rest_still_needs_a_reposit
         PHP().recipe(view)
 
 
+@pytest.mark.parametrize("constraint,compat", [("^8.5", 8), ("^9.6", None), ("^11.0", None)])
+def test_phpunit_pinned_in_a_tools_manifest_decides_the_mode(tmp_path, monkeypatch, constraint, compat):
+    """webmozart/assert's shape: the root manifest names no PHPUnit; tools/phpunit/composer.json pins it."""
+    monkeypatch.delenv("ENVGEN_COMPOSER_REPO", raising=False)
+    tools = json.dumps({"require-dev": {"phpunit/phpunit": constraint}})
+    view = _view(tmp_path, {"composer.json": '{"require": {"php": "^7.2 || ^8.0"}}', "src/A.php": "<?php\n",
+                            "tools/phpunit/composer.json": tools})
+    if constraint == "^11.0":
+        with pytest.raises(InputError, match=r"tools/phpunit/composer.json requires phpunit/phpunit \^11.0"):
+            PHP().recipe(view)
+        return
+    recipe = PHP().recipe(view)
+    assert recipe.options.get("compat") == compat
+    assert f"PHPUnit {constraint} from tools/phpunit/composer.json" in recipe.notes
+
+
 def test_the_mirror_variable_is_written_into_the_composer_config_and_extensions_come_from_debian(tmp_path,
                                                                                               monkeypatch):
     view = _view(tmp_path, {"composer.json": '{"require": {"php": ">=8.1", "psr/log": "^3", "ext-intl": "*"},'

@@ -293,9 +293,9 @@ class PHP(Language):
                 phpunit = "vendor/bin/phpunit"
                 notes.append("PHPUnit vendored (vendor/bin/phpunit)")
             else:
-                compat = self._check_phpunit(dev.get("phpunit/phpunit") or require.get("phpunit/phpunit"))
+                compat = self._check_phpunit(*self._phpunit_constraint(view, require, dev, notes))
         else:
-            compat = self._check_phpunit(dev.get("phpunit/phpunit") or require.get("phpunit/phpunit"))
+            compat = self._check_phpunit(*self._phpunit_constraint(view, require, dev, notes))
             tools = sorted(k for k in _packages(dev) if k not in require and DEV_TOOLS.match(k))
             addons = [k for k in _packages(dev) if k not in require and k in TEST_ADDONS]
             if addons:
@@ -347,7 +347,31 @@ class PHP(Language):
                       options=options, notes=notes, task_steps=task_steps)
 
     @staticmethod
-    def _check_phpunit(constraint) -> int | None:
+    def _phpunit_constraint(view: RepoView, require: dict, dev: dict, notes: list[str]):
+        """The PHPUnit constraint of the root manifest, else of a tools manifest that installs PHPUnit apart
+        (``tools/phpunit/composer.json``, bamarni's ``vendor-bin/phpunit/composer.json``): webmozart/assert
+        pins ``^8.5`` there, later ``^11.0``, and its root manifest names no PHPUnit at all."""
+        own = dev.get("phpunit/phpunit") or require.get("phpunit/phpunit")
+        if own:
+            return own, "composer.json"
+        for path in ("tools/phpunit/composer.json", "vendor-bin/phpunit/composer.json"):
+            text = view.read(path)
+            if text is None:
+                continue
+            try:
+                doc = json.loads(text)
+            except json.JSONDecodeError:
+                raise InputError(f"{path} at {view.commit[:12]} is not valid JSON") from None
+            found = [(d or {}).get("phpunit/phpunit") for d in (doc.get("require-dev"), doc.get("require"))
+                     if isinstance(doc, dict) and isinstance(d, dict)] if isinstance(doc, dict) else []
+            constraint = next((c for c in found if c), None)
+            if constraint:
+                notes.append(f"PHPUnit {constraint} from {path}")
+                return constraint, path
+        return None, "composer.json"
+
+    @staticmethod
+    def _check_phpunit(constraint, source: str = "composer.json") -> int | None:
         """None when Debian's PHPUnit 9.6 satisfies ``constraint``; the newest older major it allows (4-8),
         whose tests run on 9 in the runner's compatibility mode; else a rejection."""
         if not constraint:
@@ -358,11 +382,11 @@ class PHP(Language):
             older = [m for m in range(PHPUNIT_MAJOR - 1, OLDEST_PHPUNIT - 1, -1)
                      if any(allows(str(constraint), (m, minor)) for minor in range(10))]
         except ValueError:
-            raise InputError(f"composer.json requires phpunit/phpunit {constraint!r}, a constraint envgen "
+            raise InputError(f"{source} requires phpunit/phpunit {constraint!r}, a constraint envgen "
                              "cannot read") from None
         if older:
             return older[0]
-        raise InputError(f"composer.json requires phpunit/phpunit {constraint}; the base image has Debian "
+        raise InputError(f"{source} requires phpunit/phpunit {constraint}; the base image has Debian "
                          f"{DEFAULT_SUITE}'s PHPUnit {PHPUNIT_MAJOR}.6 and the runner drives PHPUnit "
                          f"{PHPUNIT_MAJOR} (older majors in compatibility mode, never newer ones)")
 
