@@ -7,7 +7,8 @@ dependencies come from one of:
 - the repository itself: ``vendor/`` committed (with ``vendor/autoload.php``); PHPUnit from
   ``vendor/bin/phpunit`` when vendored, else Debian's;
 - nothing to fetch: the manifest requires only PHP, extensions and PHPUnit; the task layer generates
-  the autoloader (``composer dump-autoload``, offline) and the tests run with Debian's PHPUnit;
+  the autoloader (``composer dump-autoload --dev``, offline) and the tests run with Debian's PHPUnit;
+  development tools no test loads (``DEV_TOOLS``: phpstan, php-cs-fixer...) do not count;
 - a Composer repository named by ``ENVGEN_COMPOSER_REPO`` (a mirror on an open network): the task
   layer writes it into the Composer configuration it uses (``COMPOSER_HOME=/opt/envgen/composer``,
   the default repository turned off, plain ``http://`` allowed when the URL says so) and runs
