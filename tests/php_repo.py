@@ -320,10 +320,40 @@ LEGACY_SUB_TEST = """
 """
 
 
-def make_legacy_repo(root: Path) -> dict[str, str]:
+TOOLS_COMPOSER = """{
+    "name": "acme/calc",
+    "description": "A calculator whose PHPUnit lives in tools/phpunit",
+    "license": "MIT",
+    "require": {"php": ">=5.3.0"},
+    "require-dev": {"phpstan/phpstan": "^1.10", "friendsofphp/php-cs-fixer": "^3.0", "phpspec/prophecy": "^1.6"},
+    "autoload": {"psr-0": {"Calc": "src/"}},
+    "autoload-dev": {"psr-0": {"CalcCase": "tests/"}}
+}
+"""
+CALC_CASE = """<?php
+
+abstract class CalcCase extends PHPUnit_Framework_TestCase
+{
+    protected $calc;
+
+    protected function setUp()
+    {
+        $this->calc = new Calc();
+    }
+}
+"""
+
+
+def make_legacy_repo(root: Path, *, tools: bool = False) -> dict[str, str]:
     """``acme/calc``, written for PHPUnit 4.8 (which Packagist would have to provide): its test case extends
     ``PHPUnit_Framework_TestCase`` and declares ``setUp()`` without a return type; the fix commit makes
-    ``sub`` subtract and adds ``testSub``. Returns {initial, fix: commit id}."""
+    ``sub`` subtract and adds ``testSub``. Returns {initial, fix: commit id}.
+
+    ``tools=True`` gives the shapes of real projects around it: PHPUnit pinned (``^5.7``) only in
+    ``tools/phpunit/composer.json`` (webmozart/assert), ``require-dev`` holding phpstan, php-cs-fixer and a
+    prophecy pin no test calls (php-markdown), the test case's base class ``CalcCase`` autoloaded from
+    ``autoload-dev`` by the Composer autoloader the configuration bootstraps (parsedown's ``TestParsedown``).
+    No ``vendor/``: only a Docker build, whose task layer generates the autoloader, runs it."""
     root = Path(root)
     root.mkdir(parents=True)
     env = {**os.environ, "GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com",
@@ -341,6 +371,16 @@ def make_legacy_repo(root: Path) -> dict[str, str]:
                                  '</testsuites>\n</phpunit>\n',
              "tests/bootstrap.php": "<?php\n\nrequire __DIR__ . '/../src/Calc.php';\n",
              "src/Calc.php": LEGACY_SOURCE % "$b - $a", "tests/CalcTest.php": LEGACY_TEST % ""}
+    test = LEGACY_TEST
+    if tools:
+        test = LEGACY_TEST.replace("extends PHPUnit_Framework_TestCase\n{\n    private $calc;\n\n    protected "
+                                   "function setUp()\n    {\n        $this->calc = new Calc();\n    }\n",
+                                   "extends CalcCase\n{")
+        assert test != LEGACY_TEST
+        files.update({"composer.json": TOOLS_COMPOSER, "tests/CalcCase.php": CALC_CASE, "tests/CalcTest.php": test % "",
+                      "tools/phpunit/composer.json": '{"require-dev": {"phpunit/phpunit": "^5.7"}}\n',
+                      "phpunit.xml.dist": files["phpunit.xml.dist"].replace("tests/bootstrap.php", "vendor/autoload.php")})
+        del files["tests/bootstrap.php"]
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
@@ -348,7 +388,7 @@ def make_legacy_repo(root: Path) -> dict[str, str]:
     git("commit", "-q", "-m", "Calc: add and sub, tested with PHPUnit 4")
     shas = {"initial": git("rev-parse", "HEAD")}
     (root / "src/Calc.php").write_text(LEGACY_SOURCE % "$a - $b")
-    (root / "tests/CalcTest.php").write_text(LEGACY_TEST % LEGACY_SUB_TEST)
+    (root / "tests/CalcTest.php").write_text(test % LEGACY_SUB_TEST)
     git("commit", "-q", "-am", "Fix sub: it subtracted the first operand from the second (fixes #2)",
         date="2016-05-02T12:00:00+00:00")
     shas["fix"] = git("rev-parse", "HEAD")

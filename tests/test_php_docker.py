@@ -23,9 +23,9 @@ from envgen.paths import bundled
 from envgen.policies.builtin import NullPolicy, OraclePolicy, rollout
 
 try:
-    from .php_repo import make_money_repo, money_source
+    from .php_repo import make_legacy_repo, make_money_repo, money_source
 except ImportError:  # tests/ is not a package: pytest puts it on sys.path
-    from php_repo import make_money_repo, money_source
+    from php_repo import make_legacy_repo, make_money_repo, money_source
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 T = "Acme\\Money\\Tests\\"
@@ -157,3 +157,22 @@ def test_the_composer_mirror_variable_installs_from_it_and_an_unreachable_one_fa
     assert down.returncode != 0 and time.monotonic() - t0 < 120
     said = down.stdout + down.stderr
     assert "envgen: composer install failed" in said and "ENVGEN_COMPOSER_REPO=http://127.0.0.1:9" in said, said
+
+
+def test_a_phpunit5_project_with_dev_tools_and_autoload_dev_helpers_validates_in_docker(tmp_path, monkeypatch):
+    """Real projects' shapes in one build (tests/php_repo.py ``make_legacy_repo(tools=True)``): PHPUnit pinned only
+    in tools/phpunit/composer.json, phpstan/php-cs-fixer/an unused prophecy pin in require-dev (left out, not a
+    rejection for want of Packagist), the tests' base class from autoload-dev (the offline autoloader keeps it)."""
+    monkeypatch.delenv("ENVGEN_COMPOSER_REPO", raising=False)
+    shas = make_legacy_repo(tmp_path / "calc", tools=True)
+    report = build_code(f"git:{tmp_path / 'calc'}", tmp_path / "out", backend="docker", gate=False, runs=1,
+                        store=tmp_path / "s.sqlite", log=lambda m: None)
+    assert report.packs == [f"calc-{shas['fix'][:12]}"], report.rejections
+    (env,) = report.details["environments"].values()
+    notes = " | ".join(env["notes"])
+    assert "PHPUnit ^5.7 from tools/phpunit/composer.json" in notes and "compatibility mode" in notes, notes
+    assert "3 development tool(s) no test loads left out: friendsofphp/php-cs-fixer, phpspec/prophecy, " \
+           "phpstan/phpstan" in notes, notes
+    args = load(tmp_path / "out" / report.packs[0]).tasks[0].verifier.args
+    assert args["FAIL_TO_PASS"] == ["CalcTest::testSub"] and args["PASS_TO_PASS"] == ["CalcTest::testAdd"], args
+    assert args["options"]["compat"] == 5 and args["twins"]

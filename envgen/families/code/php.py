@@ -342,7 +342,7 @@ class PHP(Language):
                    "test_dirs": test_dirs}
         if compat is not None and phpunit == DEBIAN_PHPUNIT:
             options["compat"] = compat
-            notes.append(f"composer.json asks for PHPUnit {compat}: run on PHPUnit {PHPUNIT_MAJOR}.6 in compatibility "
+            notes.append(f"the project asks for PHPUnit {compat}: run on PHPUnit {PHPUNIT_MAJOR}.6 in compatibility "
                          "mode (PHPUnit_* class names aliased, fixture methods declared ': void')")
         return Recipe(language=self.name, suite=DEFAULT_SUITE, toolchains=("php",), steps=steps, framework="phpunit",
                       options=options, notes=notes, task_steps=task_steps)
