@@ -16,6 +16,7 @@ Dates and identities are fixed, so commit ids are the same on every machine.
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 try:
@@ -174,13 +175,107 @@ UNPACKAGED_DEPENDENCY = """\
 """A dependency no Debian package has (what real POMs need: 7/7 did not compile offline)."""
 
 
-def make_slugs_repo(root: Path, *, upto: str = "readme", unpackaged: bool = False) -> dict[str, str]:
+DEBIAN_VERSIONS_POM = POM.replace("""  <name>slugs</name>""", """  <name>slugs</name>
+  <parent>
+    <groupId>org.apache</groupId>
+    <artifactId>apache</artifactId>
+    <version>33</version>
+  </parent>""").replace("<junit.version>5.9.2</junit.version>", "<junit.version>5.10.2</junit.version>").replace(
+    """  </dependencies>""", """    <dependency>
+      <groupId>org.junit.jupiter</groupId>
+      <artifactId>junit-jupiter-api</artifactId>
+      <scope>test</scope>
+    </dependency>
+  </dependencies>
+  <build>
+    <plugins>
+      <plugin>
+        <groupId>org.apache.rat</groupId>
+        <artifactId>apache-rat-plugin</artifactId>
+        <executions>
+          <execution>
+            <phase>validate</phase>
+            <goals><goal>check</goal></goals>
+          </execution>
+        </executions>
+      </plugin>
+    </plugins>
+  </build>""")
+"""The real failure shape (commons-codec, commons-cli): versions Debian does not package. The parent
+``org.apache:apache:33`` (Debian has 29), JUnit 5.10.2 (Debian has 5.9.2), a dependency whose version only
+the parent manages (``junit-jupiter-api``: Apache's parent does not, the stand-in's management does) and a
+plugin with no version that no Debian package ships, bound to ``validate`` (Apache RAT, as commons-parent
+binds it): Debian's versions stand in and the plugin is ignored."""
+
+DEBIAN_CONTENTS = """\
+usr/share/maven-repo/junit/junit/3.8.2/junit-3.8.2.jar  java/junit
+usr/share/maven-repo/junit/junit/3.8.2/junit-3.8.2.pom  java/junit
+usr/share/maven-repo/junit/junit/3.x/junit-3.x.jar      java/junit
+usr/share/maven-repo/junit/junit/3.x/junit-3.x.pom      java/junit
+usr/share/maven-repo/junit/junit/4.13.2/junit-4.13.2.jar java/junit4
+usr/share/maven-repo/junit/junit/4.13.2/junit-4.13.2.pom java/junit4
+usr/share/maven-repo/junit/junit/4.x/junit-4.x.jar      java/junit4
+usr/share/maven-repo/junit/junit/4.x/junit-4.x.pom      java/junit4
+usr/share/maven-repo/org/apache/apache/18/apache-18.pom java/libapache-pom-java
+usr/share/maven-repo/org/apache/apache/29/apache-29.pom java/libapache-pom-java
+usr/share/maven-repo/org/apache/apache/debian/apache-debian.pom java/libapache-pom-java
+usr/share/maven-repo/org/apache/commons/commons-lang3/3.12.0/commons-lang3-3.12.0.jar java/libcommons-lang3-java
+usr/share/maven-repo/org/apache/commons/commons-lang3/3.12.0/commons-lang3-3.12.0.pom java/libcommons-lang3-java
+usr/share/maven-repo/org/apache/commons/commons-lang3/3.x/commons-lang3-3.x.pom java/libcommons-lang3-java
+usr/share/maven-repo/org/apache/commons/commons-lang3/debian/commons-lang3-debian.jar java/libcommons-lang3-java
+usr/share/maven-repo/org/apache/commons/commons-lang3/debian/commons-lang3-debian.pom java/libcommons-lang3-java
+usr/share/maven-repo/org/apache/commons/commons-parent/56/commons-parent-56-site.xml java/libcommons-parent-java
+usr/share/maven-repo/org/apache/commons/commons-parent/56/commons-parent-56.pom java/libcommons-parent-java
+usr/share/maven-repo/org/apache/commons/commons-parent/debian/commons-parent-debian-site.xml java/libcommons-parent-java
+usr/share/maven-repo/org/apache/commons/commons-parent/debian/commons-parent-debian.pom java/libcommons-parent-java
+usr/share/maven-repo/org/apache/maven/plugins/maven-surefire-plugin/2.12.4/maven-surefire-plugin-2.12.4.pom java/libsurefire-java
+usr/share/maven-repo/org/apache/maven/plugins/maven-surefire-plugin/2.17/maven-surefire-plugin-2.17.pom java/libsurefire-java
+usr/share/maven-repo/org/apache/maven/plugins/maven-surefire-plugin/2.22.3/maven-surefire-plugin-2.22.3.jar java/libsurefire-java
+usr/share/maven-repo/org/apache/maven/plugins/maven-surefire-plugin/2.22.3/maven-surefire-plugin-2.22.3.pom java/libsurefire-java
+usr/share/maven-repo/org/hamcrest/hamcrest/2.2/hamcrest-2.2.jar java/libhamcrest-java
+usr/share/maven-repo/org/hamcrest/hamcrest/2.2/hamcrest-2.2.pom java/libhamcrest-java
+usr/share/maven-repo/org/hamcrest/hamcrest/debian/hamcrest-debian.jar java/libhamcrest-java
+usr/share/maven-repo/org/hamcrest/hamcrest/debian/hamcrest-debian.pom java/libhamcrest-java
+usr/share/maven-repo/org/junit/junit-bom/5.9.2/junit-bom-5.9.2.pom java/junit5
+usr/share/maven-repo/org/junit/junit-bom/debian/junit-bom-debian.pom java/junit5
+usr/share/maven-repo/org/junit/jupiter/junit-jupiter-api/5.9.2/junit-jupiter-api-5.9.2.jar java/junit5
+usr/share/maven-repo/org/junit/jupiter/junit-jupiter-api/5.9.2/junit-jupiter-api-5.9.2.pom java/junit5
+usr/share/maven-repo/org/junit/jupiter/junit-jupiter-api/debian/junit-jupiter-api-debian.jar java/junit5
+usr/share/maven-repo/org/junit/jupiter/junit-jupiter-api/debian/junit-jupiter-api-debian.pom java/junit5
+usr/share/maven-repo/org/junit/jupiter/junit-jupiter-engine/5.9.2/junit-jupiter-engine-5.9.2.jar java/junit5
+usr/share/maven-repo/org/junit/jupiter/junit-jupiter-engine/5.9.2/junit-jupiter-engine-5.9.2.pom java/junit5
+usr/share/maven-repo/org/junit/jupiter/junit-jupiter-engine/debian/junit-jupiter-engine-debian.jar java/junit5
+usr/share/maven-repo/org/junit/jupiter/junit-jupiter-engine/debian/junit-jupiter-engine-debian.pom java/junit5
+usr/share/maven-repo/org/junit/jupiter/junit-jupiter-params/5.9.2/junit-jupiter-params-5.9.2.jar java/junit5
+usr/share/maven-repo/org/junit/jupiter/junit-jupiter-params/5.9.2/junit-jupiter-params-5.9.2.pom java/junit5
+usr/share/maven-repo/org/junit/jupiter/junit-jupiter-params/debian/junit-jupiter-params-debian.jar java/junit5
+usr/share/maven-repo/org/junit/jupiter/junit-jupiter-params/debian/junit-jupiter-params-debian.pom java/junit5
+usr/share/maven-repo/org/junit/jupiter/junit-jupiter/5.9.2/junit-jupiter-5.9.2.jar java/junit5
+usr/share/maven-repo/org/junit/jupiter/junit-jupiter/5.9.2/junit-jupiter-5.9.2.pom java/junit5
+usr/share/maven-repo/org/junit/jupiter/junit-jupiter/debian/junit-jupiter-debian.jar java/junit5
+usr/share/maven-repo/org/junit/jupiter/junit-jupiter/debian/junit-jupiter-debian.pom java/junit5
+"""
+"""Lines of Debian bookworm's Contents-all index (real ones) for the artifacts the Java tests name: the
+packages the jdk layer installs (junit4, junit5, libsurefire-java), Apache's parent (libapache-pom-java,
+installed with Maven), and commons-parent/commons-lang3, which it does not."""
+
+
+def debian_contents(path: Path) -> Path:
+    """Write ``DEBIAN_CONTENTS`` gzipped at ``path`` (what ENVGEN_DEBIAN_CONTENTS names in the tests)."""
+    path.write_bytes(gzip.compress(DEBIAN_CONTENTS.encode()))
+    return path
+
+
+def make_slugs_repo(root: Path, *, upto: str = "readme", unpackaged: bool = False,
+                    debian_versions: bool = False) -> dict[str, str]:
     """Create the repository at ``root``; return {"initial", "fix", "words", "readme": sha}, stopping after the
     commit ``upto`` names (the Docker test builds the fix alone). ``unpackaged``: the POM also depends on
-    ``org.example.unpackaged:nowhere:1.2``, which Debian's Maven repository does not have."""
+    ``org.example.unpackaged:nowhere:1.2``, which Debian's Maven repository does not have. ``debian_versions``:
+    the POM is ``DEBIAN_VERSIONS_POM`` (versions Debian does not package)."""
     root.mkdir(parents=True, exist_ok=True)
     _git(root, "init", "-q", "-b", "main")
-    pom = POM.replace("  </dependencies>", UNPACKAGED_DEPENDENCY) if unpackaged else POM
+    pom = DEBIAN_VERSIONS_POM if debian_versions else POM
+    pom = pom.replace("  </dependencies>", UNPACKAGED_DEPENDENCY) if unpackaged else pom
     _write(root, {"pom.xml": pom, SLUG_PATH: SLUG, SLUG_TEST_PATH: SLUG_TEST, ".gitignore": "target/\n",
                   ".mvn/maven.config": "-ntp\n",
                   "src/test/resources/junit-platform.properties": "junit.jupiter.testinstance.lifecycle.default = per_method\n",

@@ -19,9 +19,9 @@ from envgen.policies.builtin import NullPolicy, OraclePolicy, rollout
 from envgen.sandbox.images import stderr_log
 
 try:
-    from .java_repo import make_slugs_repo
+    from .java_repo import debian_contents, make_slugs_repo
 except ImportError:  # tests/ is not a package: pytest puts it on sys.path
-    from java_repo import make_slugs_repo
+    from java_repo import debian_contents, make_slugs_repo
 
 from twinless import episode, gate_forgery
 
@@ -30,10 +30,15 @@ pytestmark = [pytest.mark.docker, pytest.mark.timeout(1200)]
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
+    """The slugs project with the real failure shape: a parent, JUnit and a plugin at versions Debian does not
+    package (``DEBIAN_VERSIONS_POM``); Debian's Contents index is a few real lines of it."""
     root = tmp_path_factory.mktemp("java-docker")
-    shas = make_slugs_repo(root / "slugs", upto="fix")
-    report = build_code(f"git:{root / 'slugs'}", root / "out", backend="docker", store=root / "state.sqlite",
-                        runs=1, gate=False, log=stderr_log)
+    shas = make_slugs_repo(root / "slugs", upto="fix", debian_versions=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ENVGEN_DEBIAN_CONTENTS", str(debian_contents(root / "Contents-all.gz")))
+        mp.setenv("ENVGEN_CACHE", str(root / "cache"))
+        report = build_code(f"git:{root / 'slugs'}", root / "out", backend="docker", store=root / "state.sqlite",
+                            runs=1, gate=False, log=stderr_log)
     return root, shas, report
 
 
@@ -50,8 +55,14 @@ def test_validation_in_docker_finds_the_lists(built):
                                                                      ("gold", "junit", "failed")]
     assert task.meta["validation"]["twin_checks"] == 2 and task.verifier.args["twins"]["files"] == "twins.json"
     (env,) = report.details["environments"].values()
-    assert env["tag"].startswith("envgen/repoenv:java-") and env["steps"] == []
-    assert load(root / "out" / report.packs[0]).manifest.image.base == "debian:bookworm+jdk"
+    assert env["tag"].startswith("envgen/repoenv:java-")
+    assert [s["name"] for s in env["steps"]] == ["debian-libraries"]  # Apache's parent: installed with Maven
+    assert any("org.apache:apache:33 (parent) -> 29" in n and "org.junit.jupiter:junit-jupiter:5.10.2 -> 5.9.2" in n
+               and "org.junit.jupiter:junit-jupiter-api:5.9.2" in n for n in env["notes"]), env["notes"]
+    pack = load(root / "out" / report.packs[0])
+    assert pack.manifest.image.base == "debian:bookworm+jdk"
+    assert task.verifier.args["options"]["repo"] == "/opt/envgen/m2"  # the substituted repository, every run
+    assert "envgen task step: debian-versions" in (pack.root / "env" / "Dockerfile").read_text()
 
 
 def test_oracle_scores_one_and_null_zero_through_gymnasium(built):
@@ -83,8 +94,11 @@ def test_a_dependency_debian_lacks_is_an_environment_rejection_a_rerun_does_not_
     candidate is rejected at the environment stage with the coordinates (not an error, which every rerun
     would build again), and the rerun resumes it from the store."""
     shas = make_slugs_repo(tmp_path / "slugs", upto="fix", unpackaged=True)
-    reports = [build_code(f"git:{tmp_path / 'slugs'}", tmp_path / "out", backend="docker",
-                          store=tmp_path / "state.sqlite", runs=1, gate=False, log=stderr_log) for _ in range(2)]
+    with pytest.MonkeyPatch.context() as mp:  # no Contents index to plan with: the check is what finds it
+        mp.setenv("ENVGEN_DEBIAN_CONTENTS", str(tmp_path / "missing.gz"))
+        mp.setenv("ENVGEN_CACHE", str(tmp_path / "cache"))
+        reports = [build_code(f"git:{tmp_path / 'slugs'}", tmp_path / "out", backend="docker",
+                              store=tmp_path / "state.sqlite", runs=1, gate=False, log=stderr_log) for _ in range(2)]
     for report in reports:
         assert report.packs == [] and report.rejected_by_reason == {"environment: dependencies unavailable offline": 1}
         (rej,) = report.rejections

@@ -24,13 +24,25 @@ with ``${property}`` references resolved from their ``<properties>``), never by 
 
 from __future__ import annotations
 
+import functools
+import gzip
+import hashlib
+import io
+import json
 import os
 import re
 import shlex
+import shutil
+import tempfile
 import xml.etree.ElementTree as ET
+import zlib
+
+import httpx
 
 from ...errors import InputError
-from ...sandbox.images import DEFAULT_SUITE
+from ...paths import cache_dir
+from ...sandbox.images import DEFAULT_SUITE, TOOLCHAINS, VERIFIERS_DIR
+from .cxx import CONTENTS_ENV, contents_urls
 from .lang import Language, Recipe, RepoView, Step
 from .repo_image import REASON_MARK
 from .test_layout import TestLayout, java_tests
@@ -42,6 +54,13 @@ GRADLE = "4.4"
 """Debian bookworm's Gradle (the ``gradle`` toolchain layer)."""
 APT = "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
 APT_DONE = " >/dev/null && apt-get clean && rm -rf /var/lib/apt/lists/*"
+
+
+def apt_install(pkgs: list[str]) -> str:
+    """Install Debian packages unless all are there already (Maven's own dependencies, Apache's parent POM
+    among them, come with the jdk layer): no package index is fetched for nothing."""
+    names = " ".join(pkgs)
+    return f"dpkg -s {names} >/dev/null 2>&1 || {{ {APT}{names}{APT_DONE}; }}"
 MIRROR_ENV = "ENVGEN_MAVEN_MIRROR"
 MAVEN_DIR = "/opt/envgen/maven"
 IMAGE_REPO = "/opt/envgen/m2"
@@ -175,6 +194,193 @@ def read_poms(view: RepoView) -> list[Pom]:
     return out
 
 
+# ---------------------------------------------------------------- Debian's versions for the ones a POM asks
+# Debian builds Java offline by substituting the versions it packages for those a POM names (maven-debian-
+# helper). Which groupId:artifactId Debian ships, at which versions and in which package, is in its Contents
+# index (every file of every package of the suite; Maven artifacts live in arch-independent packages, so the
+# ``all`` index): read once per machine and kept in the cache folder. The recipe plans the substitution on the
+# host (so the build notes list it and a dependency with no Debian counterpart is rejected before any build);
+# the task image applies it (``envgen_verifiers.runners.java_debian``) to a repository of its own, since the
+# project's POMs are infrastructure the verifier restores.
+
+SUBST_REPO = "/opt/envgen/m2"
+_MAVEN_FILE = re.compile(r"^usr/share/maven-repo/(\S+)/([^/\s]+)/([^/\s]+)/(\S+)\s+(\S+)$")
+_CODE_FILE = (".jar", ".war", ".aar", ".zip")
+
+
+def maven_contents_urls() -> list[str]:
+    """ENVGEN_DEBIAN_CONTENTS when set, else the suite's ``all`` Contents index."""
+    urls = contents_urls()
+    return urls if os.environ.get(CONTENTS_ENV, "").split() else [u for u in urls if u.endswith("-all.gz")]
+
+
+def _read_maven(url: str, out: dict[str, dict[str, list]]) -> None:
+    with tempfile.TemporaryFile() as tmp:
+        if "://" not in url or url.startswith("file://"):
+            with open(url.removeprefix("file://"), "rb") as src:
+                shutil.copyfileobj(src, tmp)
+        else:
+            with httpx.stream("GET", url, follow_redirects=True, timeout=120) as resp:
+                resp.raise_for_status()
+                for chunk in resp.iter_bytes():
+                    tmp.write(chunk)
+        tmp.seek(0)
+        head = tmp.read(2)
+        tmp.seek(0)
+        for line in io.TextIOWrapper(gzip.GzipFile(fileobj=tmp) if head == b"\x1f\x8b" else tmp, errors="replace"):
+            if not line.startswith("usr/share/maven-repo/"):
+                continue
+            m = _MAVEN_FILE.match(line.strip())
+            if not m or not m.group(4).startswith(f"{m.group(2)}-{m.group(3)}"):
+                continue
+            key = f"{m.group(1).replace('/', '.')}:{m.group(2)}"
+            entry = out.setdefault(key, {}).setdefault(m.group(3), [m.group(5).split(",")[0].rsplit("/", 1)[-1],
+                                                                   False])
+            entry[1] = entry[1] or m.group(4).endswith(_CODE_FILE)
+
+
+@functools.lru_cache(maxsize=4)
+def debian_maven(urls: tuple[str, ...]) -> dict[str, dict[str, list]]:
+    """{"group:artifact": {version: [package, ships a jar]}} of Debian's Maven repository, from the Contents
+    indexes at ``urls``, kept in the cache folder; OSError when an index cannot be read."""
+    key = hashlib.sha256("\n".join(urls).encode()).hexdigest()[:16]
+    path = cache_dir() / "debian-contents" / f"maven-{key}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    out: dict[str, dict[str, list]] = {}
+    for url in urls:
+        try:
+            _read_maven(url, out)
+        except (OSError, httpx.HTTPError, EOFError, zlib.error) as e:
+            raise OSError(f"Debian's Contents index {url} could not be read ({type(e).__name__}: {e})") from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out, sort_keys=True))
+    tmp.replace(path)
+    return out
+
+
+def _version_key(v: str) -> tuple:
+    """Maven-like order (numbers as numbers, a qualifier before its release). Hand-written: no Python library
+    implements Maven's ComparableVersion, and only Debian's own versions of one artifact are compared."""
+    parts = re.split(r"[.-]", v)
+    return tuple((1, int(p), "") if p.isdigit() else (0, 0, p) for p in parts)
+
+
+def debian_pick(versions: dict[str, list], asked: str | None) -> str:
+    """The version of Debian's that stands in for ``asked``: a real release (not the ``debian``/``4.x``
+    aliases), one that ships code when any does, of the asked major version when Debian has one, the newest."""
+    real = [v for v in versions if v != "debian" and not v.endswith(".x")] or list(versions)
+    coded = [v for v in real if versions[v][1]] or real
+    major = (asked or "").split(".")[0]
+    same = [v for v in coded if major and v.split(".")[0] == major] if major.isdigit() else []
+    return max(same or coded, key=_version_key)
+
+
+DEFAULT_PLUGIN_GROUP = "org.apache.maven.plugins"
+
+
+def _coords(pom: Pom) -> list[tuple[str, str, str, str | None, str | None]]:
+    """(kind, group, artifact, version as written, scope) of what ``pom`` asks for: its parent, dependencies
+    (direct, managed, BOM imports, plugins'), plugins and build extensions."""
+    root, out = pom.root, []
+    par = _child(root, "parent")
+    if par is not None:
+        out.append(("parent", _text(par, "groupId"), _text(par, "artifactId"), _text(par, "version"), None))
+    for kind, where in (("dependency", ("dependencies",)), ("managed", ("dependencyManagement", "dependencies"))):
+        for d in _child(root, *where) or []:
+            scope = _text(d, "scope")
+            out.append(("bom" if kind == "managed" and scope == "import" else kind, _text(d, "groupId"),
+                        _text(d, "artifactId"), _text(d, "version"), scope))
+    for where in (("build", "plugins"), ("build", "pluginManagement", "plugins"), ("build", "extensions")):
+        for p in _child(root, *where) or []:
+            out.append(("plugin", _text(p, "groupId") or DEFAULT_PLUGIN_GROUP, _text(p, "artifactId"),
+                        _text(p, "version"), None))
+            for d in _child(p, "dependencies") or []:
+                out.append(("plugin", _text(d, "groupId"), _text(d, "artifactId"), _text(d, "version"), None))
+    return [c for c in out if c[1] and c[2]]
+
+
+def debian_plan(poms: list[Pom], index: dict[str, dict[str, list]]) -> tuple[dict, list[str], list[str], list[str]]:
+    """(plan for ``java_debian``, Debian packages to install, notes, dependencies with no Debian counterpart).
+
+    A version Debian lacks gets Debian's (``debian_pick``) under the asked version; a parent or BOM Debian
+    lacks altogether gets a stand-in POM; both manage the project's version-less dependencies at Debian's
+    versions, and a version written as a property no project POM defines (the parent's, now Debian's) is
+    defined as Debian's version. Plugins Debian lacks are noted, not rejected: Maven only needs those bound to
+    the phases up to ``test``, and the task image's check says which."""
+    own = {(_text(p.root, "groupId") or _text(p.root, "parent", "groupId"), _text(p.root, "artifactId"))
+           for p in poms}
+    aliases: dict[tuple, dict] = {}
+    standins: dict[tuple, dict] = {}
+    properties: dict[str, str] = {}
+    managed: dict[tuple, dict] = {}
+    own_managed: set[tuple] = set()
+    loose: list[tuple[str, str]] = []
+    pkgs: set[str] = set()
+    subst: list[str] = []
+    missing: list[str] = []
+    absent_plugins: list[str] = []
+    for pom in poms:
+        for kind, g, a, written, scope in _coords(pom):
+            g, a = pom.resolve(g, pom.props), pom.resolve(a, pom.props)
+            v = pom.resolve(written, pom.props)
+            if (g, a) in own or "${" in g + a:
+                continue
+            if kind == "managed" and v:
+                own_managed.add((g, a))
+            versions = index.get(f"{g}:{a}")
+            if versions is None:
+                if kind in ("parent", "bom") and v and "${" not in v:
+                    standins[(g, a, v)] = {"group": g, "artifact": a, "version": v}
+                    subst.append(f"{g}:{a}:{v} ({kind}) -> a stand-in POM (not in Debian)")
+                elif kind == "dependency" and scope not in ("system", "import"):
+                    missing.append(f"{g}:{a}" + (f":{v}" if v else ""))
+                elif kind == "plugin":
+                    absent_plugins.append(f"{g}:{a}")
+                continue
+            pick = debian_pick(versions, v)
+            pkgs.add(versions.get(v, versions[pick])[0])
+            if not v:
+                if kind == "dependency":
+                    loose.append((g, a))
+                continue
+            if v.startswith(("[", "(")) or v in versions:
+                continue
+            m = re.fullmatch(r"\$\{([^}]+)\}", v)
+            if m:
+                if m.group(1) not in properties:
+                    properties[m.group(1)] = pick
+                    subst.append(f"{g}:{a} ${{{m.group(1)}}} (the parent's property) -> {pick}")
+                continue
+            if "${" in v:
+                continue
+            manage = kind in ("parent", "bom")
+            if (g, a, v) not in aliases:
+                aliases[(g, a, v)] = {"group": g, "artifact": a, "version": v, "debian": pick, "manage": manage}
+                subst.append(f"{g}:{a}:{v}" + (f" ({kind})" if manage else "") + f" -> {pick}")
+            aliases[(g, a, v)]["manage"] |= manage
+    for g, a in loose:
+        if (g, a) not in own_managed and (g, a) not in managed:
+            pick = debian_pick(index[f"{g}:{a}"], None)
+            managed[(g, a)] = {"groupId": g, "artifactId": a, "version": pick}
+    carriers = standins or any(x["manage"] for x in aliases.values())
+    if managed and carriers:
+        subst.append("the parent/BOM manages at Debian's versions: " +
+                     ", ".join(f"{m['groupId']}:{m['artifactId']}:{m['version']}" for m in managed.values()))
+    plan = {"from": DEBIAN_REPO, "to": SUBST_REPO, "aliases": list(aliases.values()),
+            "standins": list(standins.values()), "managed": list(managed.values()) if carriers else [],
+            "properties": properties}
+    notes = []
+    if subst:
+        notes.append(f"Debian's versions stand in (as maven-debian-helper substitutes them), in {SUBST_REPO}: "
+                     + "; ".join(subst))
+    if absent_plugins:
+        notes.append("plugins Debian does not package (Maven needs them only when bound up to the test phase): "
+                     + ", ".join(sorted(set(absent_plugins))))
+    return plan, sorted(pkgs), notes, sorted(set(missing))
+
+
 MAVEN_LOG = "/tmp/envgen-maven-check.log"
 _MISSING = (r"(artifact|Plugin|resolved:|Could not find artifact) [A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+"
             r"(:[A-Za-z0-9_.-]+){1,3}")
@@ -191,11 +397,13 @@ def offline_check(mvn: str, where: str) -> str:
     coords = (f"grep -oE {shlex.quote(_MISSING)} {MAVEN_LOG} | awk '{{print $NF}}' | "
               "sed -E 's/:(jar|pom|maven-plugin|test-jar|war)(:[^:]+)?:([^:]+)$/:\\3/' | sort -u | head -8 | "
               "paste -sd, - | sed 's/,/, /g'")
-    first = f"grep -m1 -E '^\\[(ERROR|FATAL)\\]' {MAVEN_LOG} | cut -c1-300"
+    plain = f"sed 's/\\x1b\\[[0-9;]*m//g' {MAVEN_LOG} | grep -E '^\\[(ERROR|FATAL)\\] .{{3}}'"
+    first = (f"err=$({plain} | grep -m1 -E '\\.java:\\[[0-9]+'); [ -n \"$err\" ] || err=$({plain} | head -1); "
+             "err=$(printf %s \"$err\" | cut -c1-300)")
     reason = shlex.quote(REASON_MARK)
     return (f"{mvn} -o -q test-compile > {MAVEN_LOG} 2>&1 || {{ tail -n 40 {MAVEN_LOG}; missing=$({coords}); "
             f"if [ -n \"$missing\" ]; then echo {reason}\"dependencies unavailable offline: $missing (not in "
-            f"{where})\"; else echo {reason}\"the project does not compile offline: $({first})\"; fi; exit 1; }}")
+            f"{where})\"; else {first}; echo {reason}\"the project does not compile offline: $err\"; fi; exit 1; }}")
 
 
 def mirror_settings(url: str) -> str:
@@ -284,6 +492,33 @@ class Java(Language):
         return Recipe(language=self.name, suite=DEFAULT_SUITE, toolchains=("gradle", "jdk"), steps=steps,
                       framework="gradle", options={"repo": DEBIAN_REPO, "junit": junit}, notes=notes)
 
+    @staticmethod
+    def _debian_versions(poms: list[Pom], pkgs: list[str], notes: list[str], options: dict,
+                         task_steps: list[Step], mvn: str) -> list[str]:
+        """Plan Debian's versions for the POMs (``debian_plan``): the packages to install (the jdk layer's
+        left out), the task step that builds the substituted repository and points the runs at it; a
+        dependency Debian does not package is rejected here, before any build."""
+        try:
+            index = debian_maven(tuple(maven_contents_urls()))
+        except (OSError, InputError) as e:
+            notes.append(f"versions not substituted: {e}")
+            return pkgs
+        plan, wanted, more, missing = debian_plan(poms, index)
+        if missing:
+            raise InputError(f"dependencies with no Debian counterpart: {', '.join(missing[:8])} (no Debian package "
+                              f"ships them in {DEBIAN_REPO}; set {MIRROR_ENV} to fetch them from a Maven "
+                              "repository mirror)")
+        notes += more
+        if plan["aliases"] or plan["standins"] or plan["properties"]:
+            task_steps.append(Step("debian-versions", f"PYTHONPATH={VERIFIERS_DIR} python3 -m "
+                                   f"envgen_verifiers.runners.java_debian {shlex.quote(json.dumps(plan))} "
+                                   f"{mvn.format(repo=SUBST_REPO)} -o -q test-compile && chmod -R a+rX {SUBST_REPO}"))
+            notes.append("what Maven still cannot resolve offline is settled at image build: other versions of "
+                         "Debian's stand in, plugins the image lacks are ignored (a no-op plugin); the image "
+                         "build's log lists each")
+            options["repo"] = SUBST_REPO
+        return sorted((set(pkgs) | set(wanted)) - set(TOOLCHAINS["jdk"]))
+
     def recipe(self, view: RepoView, *, python: str | None = None) -> Recipe:
         if python:
             raise InputError(f"--python {python} does not apply to a Java project")
@@ -317,7 +552,7 @@ class Java(Language):
         options: dict = {"repo": DEBIAN_REPO, "junit": junit}
         task_steps: list[Step] = []
         mirror = os.environ.get(MIRROR_ENV, "").strip()
-        mvn = f"mvn -B -ntp -Dstyle.color=never -Dmaven.repo.local={{repo}}"
+        mvn = "mvn -B -ntp -Dstyle.color=never -Dmaven.repo.local={repo}"
         if mirror:
             settings = mirror_settings(mirror)
             steps.append(Step("maven-settings", f"mkdir -p {MAVEN_DIR} && printf %s {shlex.quote(settings)} > "
@@ -330,8 +565,9 @@ class Java(Language):
             notes.append(f"dependencies and plugins from the mirror in {MIRROR_ENV} into {IMAGE_REPO} at image "
                          "build; offline at test time")
         else:
+            pkgs = self._debian_versions(poms, pkgs, notes, options, task_steps, mvn)
             if pkgs:
-                steps.append(Step("debian-libraries", APT + " ".join(pkgs) + APT_DONE))
+                steps.append(Step("debian-libraries", apt_install(pkgs)))
                 notes.append(f"libraries from Debian packages: {', '.join(pkgs)}")
             notes.append(f"dependencies from Debian's Maven repository ({DEBIAN_REPO}), offline; set {MIRROR_ENV} "
                          "to fetch others from a Maven repository mirror")
