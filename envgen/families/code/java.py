@@ -296,8 +296,9 @@ def _coords(pom: Pom) -> list[tuple[str, str, str, str | None, str | None]]:
         for p in _child(root, *where) or []:
             out.append(("plugin", _text(p, "groupId") or DEFAULT_PLUGIN_GROUP, _text(p, "artifactId"),
                         _text(p, "version"), None))
-            for d in _child(p, "dependencies") or []:
-                out.append(("plugin", _text(d, "groupId"), _text(d, "artifactId"), _text(d, "version"), None))
+            for d in _child(p, "dependencies") or []:  # the plugin's: wanted only with the plugin (scope)
+                out.append(("plugin", _text(d, "groupId"), _text(d, "artifactId"), _text(d, "version"),
+                            f"{_text(p, 'groupId') or DEFAULT_PLUGIN_GROUP}:{_text(p, 'artifactId')}"))
     return [c for c in out if c[1] and c[2]]
 
 
@@ -330,6 +331,8 @@ def debian_plan(poms: list[Pom], index: dict[str, dict[str, list]]) -> tuple[dic
             if kind == "managed" and v:
                 own_managed.add((g, a))
             versions = index.get(f"{g}:{a}")
+            if kind == "plugin" and scope and scope not in index:
+                continue  # a dependency of a plugin Debian lacks (ignored with it)
             if versions is None:
                 if kind in ("parent", "bom") and v and "${" not in v:
                     standins[(g, a, v)] = {"group": g, "artifact": a, "version": v}
