@@ -57,7 +57,7 @@ def link_tree(src: str, dst: str) -> None:
     for here, dirs, files in os.walk(src):
         out = os.path.join(dst, os.path.relpath(here, src))
         os.makedirs(out, exist_ok=True)
-        for f in files:
+        for f in files + [d for d in dirs if os.path.islink(os.path.join(here, d))]:  # (walk skips linked dirs)
             target = os.path.join(out, f)
             if not os.path.lexists(target):
                 os.symlink(os.path.join(here, f), target)
