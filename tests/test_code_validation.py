@@ -312,3 +312,53 @@ def test_a_subprocess_python_sees_the_same_kit(tmp_path):
     """)
     out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+def test_a_run_that_times_out_fetching_data_at_import_says_so(tmp_path):
+    """pydicom-1458: its test module fetches data files at import and retries with growing waits, so in the
+    sandbox (no network) every run times out with nothing reported; the reason names the network and the
+    module, from the validation probe's record of the attempts."""
+    import difflib
+
+    from envgen.families.code.execution import run_matrix_local
+
+    fetch = textwrap.dedent('''\
+        import socket
+        import time
+
+        from lib import value
+
+
+        def _fetch(name):
+            for wait in (1, 2, 4, 8, 16, 32):
+                try:
+                    return socket.create_connection(("data.example.invalid", 443), timeout=1)
+                except OSError:
+                    time.sleep(wait)
+
+
+        DATA = _fetch("sample.dcm")
+
+
+        def test_value():
+            assert value() == 2
+        ''')
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "lib.py").write_text("def value():\n    return 1\n")
+    git = ["git", "-c", "user.name=a", "-c", "user.email=a@b"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], cwd=repo, check=True)
+    base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+    test_patch = "".join(difflib.unified_diff([], fetch.splitlines(True), "/dev/null", "b/tests/test_data.py"))
+    test_patch = "diff --git a/tests/test_data.py b/tests/test_data.py\nnew file mode 100644\n" + test_patch
+    gold = "".join(difflib.unified_diff(["def value():\n", "    return 1\n"], ["def value():\n", "    return 2\n"],
+                                        "a/lib.py", "b/lib.py"))
+    gold = "diff --git a/lib.py b/lib.py\n" + gold
+    res = run_matrix_local(repo / ".git", base=base, framework="pytest", files=["tests/test_data.py"], python=None,
+                           pythonpath=[], gold=gold, test=test_patch, runs=1, timeout_s=4)
+    v = judge("fetcher", res, 1)
+    assert not v.accepted
+    assert v.reason.startswith("the tests timed out with the gold patch")
+    assert "trying to reach the network" in v.reason and "tests/test_data.py" in v.reason, v.reason

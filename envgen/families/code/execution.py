@@ -235,6 +235,10 @@ def judge(instance_id: str, result: dict, runs_per_mode: int) -> Validation:
     elif gold_timeouts:
         why_run = gold_timeouts[0]
         v.reason = f"the tests timed out with the gold patch ({len(gold_timeouts)} of {runs_per_mode} runs)"
+        reached = why_run.get("network_attempts") or []
+        if reached:  # pydicom's tests fetch their data files at import and retry with growing waits
+            v.reason += (f" while trying to reach the network, which the sandbox does not have: "
+                         f"{_shown([t or 'a conftest' for t in reached])}")
     elif v.PASS_TO_FAIL:
         why_run = gold[0] if gold else None
         v.reason = f"PASS_TO_FAIL: the gold patch breaks {len(v.PASS_TO_FAIL)} passing test(s): {_shown(v.PASS_TO_FAIL)}"
