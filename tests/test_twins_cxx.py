@@ -394,3 +394,13 @@ def test_catch2_test_cases_are_twinned_inside_their_names(tmp_path):
     if Path("/usr/include/catch2/catch.hpp").exists():
         (tmp_path / "out.cpp").write_text(text)
         _compiles(tmp_path / "out.cpp")
+
+
+def test_a_unity_program_whose_main_carries_a_calling_convention_macro_is_a_whole_program():
+    """cJSON's tests/misc_tests.c: ``int CJSON_CDECL main(void)`` running Unity's RUN_TEST list; a test patch
+    adding a test function there changes the program (CTest's id) as a whole, not a declaration in it."""
+    text = ("#include \"unity.h\"\n\nstatic void parses(void)\n{\n    TEST_ASSERT_EQUAL_INT(3, parse(\"3\"));\n}\n\n"
+            "int CJSON_CDECL main(void)\n{\n    UNITY_BEGIN();\n    RUN_TEST(parses);\n    return UNITY_END();\n}\n")
+    assert CTEST.is_program(text)
+    assert CTEST.changed(text, [(5, '    TEST_ASSERT_EQUAL_INT(3, parse("3"));')], []) == "all"
+    assert AUTOMAKE.declarations(text)[0].name == "main"

@@ -37,7 +37,8 @@ SKIP_DIRS = frozenset({".git", "build", "_build", "node_modules", "third_party",
 """Directories whose build files are not searched for a test's registration."""
 GTEST_MACROS = ("TEST", "TEST_F", "TEST_P", "TYPED_TEST", "TYPED_TEST_P", "GTEST_TEST")
 _GTEST_DECL = re.compile(r"^[ \t]*(" + "|".join(GTEST_MACROS) + r")[ \t]*\(\s*(\w+)\s*,\s*(\w+)\s*\)\s*\{", re.M)
-_MAIN = re.compile(r"\bint\s+main\s*\(")
+_MAIN = re.compile(r"\bint\s+(?:[A-Z_][A-Z0-9_]*\s+)*main\s*\(")
+"""A program's ``main``, a calling-convention macro allowed before the name (cJSON's ``int CJSON_CDECL main``)."""
 _PREPROCESSOR = re.compile(r"^[ \t]*#", re.M)
 _RETURN_BEFORE = re.compile(r"\breturn\s*-?\s*$")
 _COMPARED = re.compile(r"(?:==|!=|<=|>=|<|>)\s*-?\s*$")
