@@ -21,23 +21,12 @@
 from __future__ import annotations
 
 import functools
-import gzip
-import hashlib
-import io
-import json
 import os
-import platform
 import re
-import shutil
-import subprocess
-import tempfile
-import zlib
-
-import httpx
 
 from ...errors import InputError
-from ...paths import cache_dir
-from ...sandbox.images import DEFAULT_SUITE, SUITES, debian_mirror
+from ...sandbox.images import DEFAULT_SUITE
+from .debian import cached_index, contents_urls
 from .lang import Language, Recipe, RepoView, Step
 
 C_SOURCES = (".c",)
@@ -671,36 +660,13 @@ def _binary(a: str | None, op: str, b: str | None) -> bool | None:
 
 
 # ---------------------------------------------------------------- Debian's Contents index: who ships a .pc file
-# A pkg-config name or a CMake package config (icu-uc, FooConfig.cmake) names a file, and Debian's Contents
-# index says which package installs that file, for every package of the suite: the general answer that a
-# hand table is not (it only ever covers the names someone met). It is read once per machine (two files, some
-# 45 MB from the mirror this machine's apt uses, or the URLs in ENVGEN_DEBIAN_CONTENTS), reduced to the two
-# small maps the scan needs and kept in the cache folder. CMake's own Find modules (FindZLIB, FindICU...) name
-# no file of their own: those stay in PACKAGES.
+# A pkg-config name or a CMake package config (icu-uc, FooConfig.cmake) names a file; the package that installs
+# it comes from Debian's Contents index (``debian``). CMake's own Find modules (FindZLIB, FindICU...) name no
+# file of their own: those stay in PACKAGES.
 
-CONTENTS_ENV = "ENVGEN_DEBIAN_CONTENTS"
 _PC_FILE = re.compile(r"^usr/(?:lib/(?:[^/\s]+/)?|share/)pkgconfig/([^/\s]+)\.pc\s+(\S+)$")
 _CMAKE_CONFIG = re.compile(r"^usr/(?:lib/(?:[^/\s]+/)?|share/)(?:cmake/)?[^/\s]+/(?:cmake/)?([^/\s]+?)"
                            r"(?:Config|-config)\.cmake\s+(\S+)$")
-
-
-def _debian_arch() -> str:
-    try:
-        return subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        machine = platform.machine().lower()
-        return {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
-
-
-def contents_urls(suite: str = DEFAULT_SUITE) -> list[str]:
-    """The Contents indexes to read: ENVGEN_DEBIAN_CONTENTS (URLs or paths, space-separated), else the suite's
-    ``main`` indexes (this machine's architecture, and ``all``) on the mirror the base images use."""
-    explicit = os.environ.get(CONTENTS_ENV, "").split()
-    if explicit:
-        return explicit
-    mirror = debian_mirror(SUITES[suite])
-    return [f"{mirror}/dists/{suite}/main/Contents-{arch}.gz" for arch in (_debian_arch(), "all")]
 
 
 def _package(field: str) -> str:
@@ -709,20 +675,14 @@ def _package(field: str) -> str:
     return next((p for p in pkgs if p.endswith("-dev")), pkgs[0])
 
 
-def _read_contents(url: str, pc: dict[str, str], cm: dict[str, str]) -> None:
-    with tempfile.TemporaryFile() as tmp:
-        if "://" not in url or url.startswith("file://"):
-            with open(url.removeprefix("file://"), "rb") as src:
-                shutil.copyfileobj(src, tmp)
-        else:
-            with httpx.stream("GET", url, follow_redirects=True, timeout=120) as resp:
-                resp.raise_for_status()
-                for chunk in resp.iter_bytes():
-                    tmp.write(chunk)
-        tmp.seek(0)
-        head = tmp.read(2)
-        tmp.seek(0)
-        lines = io.TextIOWrapper(gzip.GzipFile(fileobj=tmp) if head == b"\x1f\x8b" else tmp, errors="replace")
+@functools.lru_cache(maxsize=4)
+def debian_providers(urls: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """{"pkgconfig": {name: package}, "cmake": {lower-case name: package}} from the Contents indexes at
+    ``urls`` (``debian.cached_index``); OSError when an index cannot be read."""
+
+    def reduce(lines) -> dict:
+        pc: dict[str, str] = {}
+        cm: dict[str, str] = {}
         for line in lines:
             if "pkgconfig/" in line:
                 m = _PC_FILE.match(line)
@@ -732,26 +692,6 @@ def _read_contents(url: str, pc: dict[str, str], cm: dict[str, str]) -> None:
                 m = _CMAKE_CONFIG.match(line)
                 if m:
                     cm.setdefault(m.group(1).lower(), _package(m.group(2)))
+        return {"pkgconfig": pc, "cmake": cm}
 
-
-@functools.lru_cache(maxsize=4)
-def debian_providers(urls: tuple[str, ...]) -> dict[str, dict[str, str]]:
-    """{"pkgconfig": {name: package}, "cmake": {lower-case name: package}} from the Contents indexes at
-    ``urls``, read once and kept in the cache folder; EnvironmentError when an index cannot be read."""
-    key = hashlib.sha256("\n".join(urls).encode()).hexdigest()[:16]
-    path = cache_dir() / "debian-contents" / f"{key}.json"
-    if path.is_file():
-        return json.loads(path.read_text())
-    pc: dict[str, str] = {}
-    cm: dict[str, str] = {}
-    for url in urls:
-        try:
-            _read_contents(url, pc, cm)
-        except (OSError, httpx.HTTPError, EOFError, zlib.error) as e:
-            raise OSError(f"Debian's Contents index {url} could not be read ({type(e).__name__}: {e})") from None
-    out = {"pkgconfig": pc, "cmake": cm}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(out, sort_keys=True))
-    tmp.replace(path)
-    return out
+    return cached_index("", urls, reduce)

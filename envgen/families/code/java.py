@@ -25,24 +25,16 @@ with ``${property}`` references resolved from their ``<properties>``), never by 
 from __future__ import annotations
 
 import functools
-import gzip
-import hashlib
-import io
 import json
 import os
 import re
 import shlex
-import shutil
-import tempfile
 import xml.etree.ElementTree as ET
-import zlib
 
-import httpx
 
 from ...errors import InputError
-from ...paths import cache_dir
 from ...sandbox.images import DEFAULT_SUITE, TOOLCHAINS, VERIFIERS_DIR
-from .cxx import CONTENTS_ENV, contents_urls
+from .debian import CONTENTS_ENV, cached_index, contents_urls
 from .lang import Language, Recipe, RepoView, Step
 from .repo_image import REASON_MARK
 from .test_layout import TestLayout, java_tests
@@ -214,20 +206,14 @@ def maven_contents_urls() -> list[str]:
     return urls if os.environ.get(CONTENTS_ENV, "").split() else [u for u in urls if u.endswith("-all.gz")]
 
 
-def _read_maven(url: str, out: dict[str, dict[str, list]]) -> None:
-    with tempfile.TemporaryFile() as tmp:
-        if "://" not in url or url.startswith("file://"):
-            with open(url.removeprefix("file://"), "rb") as src:
-                shutil.copyfileobj(src, tmp)
-        else:
-            with httpx.stream("GET", url, follow_redirects=True, timeout=120) as resp:
-                resp.raise_for_status()
-                for chunk in resp.iter_bytes():
-                    tmp.write(chunk)
-        tmp.seek(0)
-        head = tmp.read(2)
-        tmp.seek(0)
-        for line in io.TextIOWrapper(gzip.GzipFile(fileobj=tmp) if head == b"\x1f\x8b" else tmp, errors="replace"):
+@functools.lru_cache(maxsize=4)
+def debian_maven(urls: tuple[str, ...]) -> dict[str, dict[str, list]]:
+    """{"group:artifact": {version: [package, ships a jar]}} of Debian's Maven repository, from the Contents
+    indexes at ``urls`` (``debian.cached_index``); OSError when an index cannot be read."""
+
+    def reduce(lines) -> dict:
+        out: dict[str, dict[str, list]] = {}
+        for line in lines:
             if not line.startswith("usr/share/maven-repo/"):
                 continue
             m = _MAVEN_FILE.match(line.strip())
@@ -237,27 +223,9 @@ def _read_maven(url: str, out: dict[str, dict[str, list]]) -> None:
             entry = out.setdefault(key, {}).setdefault(m.group(3), [m.group(5).split(",")[0].rsplit("/", 1)[-1],
                                                                    False])
             entry[1] = entry[1] or m.group(4).endswith(_CODE_FILE)
+        return out
 
-
-@functools.lru_cache(maxsize=4)
-def debian_maven(urls: tuple[str, ...]) -> dict[str, dict[str, list]]:
-    """{"group:artifact": {version: [package, ships a jar]}} of Debian's Maven repository, from the Contents
-    indexes at ``urls``, kept in the cache folder; OSError when an index cannot be read."""
-    key = hashlib.sha256("\n".join(urls).encode()).hexdigest()[:16]
-    path = cache_dir() / "debian-contents" / f"maven-{key}.json"
-    if path.is_file():
-        return json.loads(path.read_text())
-    out: dict[str, dict[str, list]] = {}
-    for url in urls:
-        try:
-            _read_maven(url, out)
-        except (OSError, httpx.HTTPError, EOFError, zlib.error) as e:
-            raise OSError(f"Debian's Contents index {url} could not be read ({type(e).__name__}: {e})") from None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(out, sort_keys=True))
-    tmp.replace(path)
-    return out
+    return cached_index("maven-", urls, reduce)
 
 
 def _version_key(v: str) -> tuple:
