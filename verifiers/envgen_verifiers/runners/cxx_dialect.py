@@ -406,40 +406,72 @@ class Registration:
     """The program's test source (tree-relative)."""
     source_word: str = ""
     extra: list = field(default_factory=list)
+    list_set: Command | None = None
+    """The ``set(VAR a b c)`` whose list the loop walks (``foreach(v ${VAR})``): the item is dropped there."""
+    exe_in_loop: bool = False
+    """The program's add_executable is the loop's own (``add_executable(${v} ${v}.c)``)."""
 
 
 def _substitute(text: str, var: str, item: str) -> str:
     return text.replace("${" + var + "}", item) if var else text
 
 
+def _loops(cmds: list[Command]):
+    """(command, innermost enclosing loop or None) for each command outside foreach/endforeach; a loop is
+    [foreach, var, items or None (computed), the set() that gave its items or None]. A ``foreach(v ${L})`` or
+    ``foreach(v IN LISTS L)`` walks the items of a plain ``set(L a b c)`` earlier in the file (literal words,
+    nothing else setting L in between); any other list is computed and left alone."""
+    sets: dict = {}
+    loops: list = []
+    for c in cmds:
+        words = [w for w, _s, _e in c.args]
+        if c.name in ("set", "unset", "list") and words:
+            var = words[1] if c.name == "list" and len(words) > 1 else words[0]
+            sets.pop(var, None)
+            vals = words[1:]
+            if c.name == "set" and vals and not any("${" in w or ";" in w for w in vals) and not {
+                    "CACHE", "PARENT_SCOPE"} & set(vals) and not loops:
+                sets[var] = c
+        if c.name == "foreach":
+            items, set_cmd = words[1:], None
+            listed = items[2:] if items[:2] == ["IN", "LISTS"] else [
+                m.group(1) for m in [re.fullmatch(r"\$\{(\w+)\}", items[0])] if m] if len(items) == 1 else []
+            if len(listed) == 1 and listed[0] in sets:
+                set_cmd = sets[listed[0]]
+                items = [w for w, _s, _e in set_cmd.args[1:]]
+            elif items[:2] == ["IN", "ITEMS"]:
+                items = items[2:]
+            elif items[:1] in (["IN"], ["RANGE"]) or any("${" in w for w in items):
+                items = None  # a computed list: its tests are not written out here
+            loops.append([c, words[0] if words else "", items, set_cmd])
+            continue
+        if c.name == "endforeach":
+            if loops:
+                loops.pop()
+            continue
+        yield c, (loops[-1] if loops else None)
+
+
 def ctest_registrations(tree: str, files: list[str] = (), state: Twins | None = None) -> dict[str, Registration]:
     """{CTest test name: Registration} of the plain tests that run one program built from a C/C++ source
     of the tree: ``add_test(NAME n COMMAND prog ...)``, ``add_test(n prog ...)``, also inside
-    ``foreach(v a b c)`` with ``${v}`` in the name."""
+    ``foreach(v a b c)`` with ``${v}`` in the name, and inside a loop over a ``set()`` list that builds each
+    item's program itself (cJSON: ``foreach(t ${unity_tests}) add_executable(${t} ${t}.c) add_test(...)``)."""
     cmls = {p: _read(tree, p, state) or "" for p in _cmake_files(tree)}
     parsed = {p: cmake_commands(t) for p, t in cmls.items()}
-    exes: dict[str, tuple[str, Command]] = {}
+    exes: dict[str, tuple] = {}
     for p, cmds in parsed.items():
-        for c in cmds:
-            if c.name == "add_executable" and c.args and c.args[0][0] not in exes:
-                exes[c.args[0][0]] = (p, c)
+        for c, loop in _loops(cmds):
+            if c.name != "add_executable" or not c.args:
+                continue
+            if loop is not None and "${" + loop[1] + "}" in c.args[0][0]:
+                for it in loop[2] or []:
+                    exes.setdefault(_substitute(c.args[0][0], loop[1], it), (p, c, loop[1], it, loop[0]))
+            elif c.args[0][0] not in exes:
+                exes[c.args[0][0]] = (p, c, "", "", None)
     out: dict[str, Registration] = {}
     for p, cmds in parsed.items():
-        loops: list = []
-        for c in cmds:
-            if c.name == "foreach":
-                words = [w for w, _s, _e in c.args]
-                items = words[1:]
-                if items[:1] == ["IN"] and len(items) > 1 and items[1] == "ITEMS":
-                    items = items[2:]
-                elif items[:1] in (["IN"], ["RANGE"]) or any("${" in w for w in items):
-                    items = None  # a computed list: its tests are not written out here
-                loops.append([c, words[0] if words else "", items, None])
-                continue
-            if c.name == "endforeach":
-                if loops:
-                    loops.pop()
-                continue
+        for c, loop in _loops(cmds):
             if c.name != "add_test" or len(c.args) < 2:
                 continue
             words = [w for w, _s, _e in c.args]
@@ -448,28 +480,31 @@ def ctest_registrations(tree: str, files: list[str] = (), state: Twins | None = 
                 prog_word = words[i + 1] if i + 1 < len(words) else ""
             else:
                 name, prog_word = words[0], words[1]
-            cands = [(name, "", "", None)]
-            if loops and "${" in name:
-                loop = loops[-1]
+            cands = [(name, "", "", None, None)]
+            if loop is not None and "${" in name:
                 if loop[2] is None:
                     continue
-                cands = [(_substitute(name, loop[1], it), it, loop[1], loop[0]) for it in loop[2]]
-            for test, item, var, fe in cands:
+                cands = [(_substitute(name, loop[1], it), it, loop[1], loop[0], loop[3]) for it in loop[2]]
+            for test, item, var, fe, set_cmd in cands:
                 if "${" in test:
                     continue
                 prog = _prog_of(_substitute(prog_word, var, item))
                 if prog not in exes:
                     continue
-                exe_cml, exe = exes[prog]
+                exe_cml, exe, exe_var, exe_item, exe_loop = exes[prog]
+                in_loop = exe_loop is not None and fe is not None and exe_cml == p and exe_loop.start == fe.start
+                if exe_loop is not None and not in_loop:
+                    continue  # built by another loop than the one registering it: no one place to rewrite
                 d = os.path.dirname(exe_cml)
-                srcs = [(w, _join(d, re.sub(r"^\$\{CMAKE_CURRENT_SOURCE_DIR\}/", "", w))) for w, _s, _e in exe.args[1:]
-                        if w.endswith(C_SOURCES)]
+                srcs = [(w, _join(d, re.sub(r"^\$\{CMAKE_CURRENT_SOURCE_DIR\}/", "", _substitute(w, exe_var, exe_item))))
+                        for w, _s, _e in exe.args[1:] if w.endswith(C_SOURCES)]
                 if not srcs:
                     continue
                 source = next((s for s in srcs if s[1] in files), None) or next(
                     (s for s in srcs if _MAIN.search(_read(tree, s[1]) or "")), None) or srcs[0]
                 out.setdefault(test, Registration(test, p, c, fe, None, item, var, prog, exe_cml, exe, source[1],
-                                                  source[0]))
+                                                  source[0], list_set=set_cmd if in_loop else None,
+                                                  exe_in_loop=in_loop))
     for reg in out.values():
         if reg.foreach is not None:
             depth = 0
@@ -520,12 +555,19 @@ class CTestDialect(GTestDialect):
         prog_re = re.compile(_TARGET_WORD.format(re.escape(prog)))
         src_re = re.compile(_TARGET_WORD.format(re.escape(os.path.basename(path))))
         exe_text = _read(tree, exe_cml, state) or ""
-        own = [c for c in cmake_commands(exe_text) if c.args and c.args[0][0] == prog and c.name != "add_test"
-               and not c.name.startswith("gtest_")]
-        if not own or own[0].name != "add_executable":
-            return
-        if any(r.foreach is not None and r.endforeach is None for r in regs):
-            return
+        in_loop = regs[0].exe_in_loop
+        if in_loop:
+            own = []
+            if any(not r.exe_in_loop or r.endforeach is None or r.foreach.start != regs[0].foreach.start
+                   for r in regs):
+                return
+        else:
+            own = [c for c in cmake_commands(exe_text) if c.args and c.args[0][0] == prog and c.name != "add_test"
+                   and not c.name.startswith("gtest_")]
+            if not own or own[0].name != "add_executable":
+                return
+            if any(r.foreach is not None and r.endforeach is None for r in regs):
+                return
         real = state.suffix(self)
         twins = [state.suffix(self) for _ in values]
         stem, ext = os.path.splitext(path)
@@ -539,28 +581,42 @@ class CTestDialect(GTestDialect):
         texts = {cml: t for cml, t in texts.items() if cml == exe_cml or prog_re.search(t)}
         edits: dict = {cml: {} for cml in texts}
         # every command that names the target (add_test's COMMAND, dependencies) runs the real program
+        reg0 = regs[0]
         for cml, t in texts.items():
             for c in cmake_commands(t):
                 if cml == exe_cml and any(c.start == o.start for o in own):
                     continue
+                if in_loop and cml == reg0.cml and (reg0.foreach.start <= c.start < reg0.endforeach.end or (
+                        reg0.list_set is not None and c.start == reg0.list_set.start)):
+                    continue  # the loop and its list are rewritten below
                 if c.args and prog_re.search(t, c.args[0][1], c.end):
                     edits[cml][(c.start, c.end)] = _rename(t[c.start:c.end], prog_re, progs[0], None, "")
         # the target's commands, once per program (the real one among the twins, in a random order)
         order = list(range(len(progs)))
         state.rng.shuffle(order)
-        last = max(c.end for c in own)
-        for c in own:
-            cut = c.end + 1 if exe_text[c.end:c.end + 1] == "\n" and c.end != last else c.end
-            edits[exe_cml][(c.start, cut)] = ""
-        edits[exe_cml][(last, last)] = "\n".join(_rename(exe_text[c.start:c.end], prog_re, progs[i], src_re, bases[i])
-                                                 for i in order for c in own)
+        sfx = [real, *twins]
+        if in_loop:
+            _unroll(texts[reg0.cml], edits[reg0.cml], regs, order, sfx, progs, prog_re, src_re, bases)
+        else:
+            last = max(c.end for c in own)
+            for c in own:
+                cut = c.end + 1 if exe_text[c.end:c.end + 1] == "\n" and c.end != last else c.end
+                edits[exe_cml][(c.start, cut)] = ""
+            edits[exe_cml][(last, last)] = "\n".join(
+                _rename(exe_text[c.start:c.end], prog_re, progs[i], src_re, bases[i]) for i in order for c in own)
         # each test renamed, and one test per twin running the twin's program
         loops: dict = {}
         for reg in regs:
             t = texts[reg.cml]
             name_re = re.compile(_TARGET_WORD.format(re.escape(reg.test)))
+            everyone = " ".join(reg.test + sfx[i] for i in order)
+            for c in cmake_commands(t):
+                if c.name in ("set_tests_properties", "set_property") and any(w == reg.test for w, _s, _e in c.args):
+                    key = (c.start, c.end)
+                    edits[reg.cml][key] = name_re.sub(everyone, edits[reg.cml].get(key, t[c.start:c.end]))
+            if in_loop:
+                continue
             body = _substitute(t[reg.add_test.start:reg.add_test.end], reg.var, reg.item)
-            sfx = [real, *twins]
             tests = [_rename(name_re.sub(reg.test + sfx[i], body, count=1), prog_re, progs[i], None, "") for i in order]
             if reg.foreach is None:
                 edits[reg.cml][(reg.add_test.start, reg.add_test.end)] = "\n".join(tests)
@@ -568,11 +624,6 @@ class CTestDialect(GTestDialect):
                 loop = loops.setdefault((reg.cml, reg.foreach.start), {"reg": reg, "drop": set(), "tests": []})
                 loop["drop"].add(reg.item)
                 loop["tests"] += [x.lstrip() for x in tests]
-            everyone = " ".join(reg.test + sfx[i] for i in order)
-            for c in cmake_commands(t):
-                if c.name in ("set_tests_properties", "set_property") and any(w == reg.test for w, _s, _e in c.args):
-                    key = (c.start, c.end)
-                    edits[reg.cml][key] = name_re.sub(everyone, edits[reg.cml].get(key, t[c.start:c.end]))
         for (cml, _start), loop in loops.items():
             fe, end, t = loop["reg"].foreach, loop["reg"].endforeach, texts[cml]
             keep = [w for w, _s, _e in fe.args[1:] if w not in loop["drop"]]
@@ -587,6 +638,43 @@ class CTestDialect(GTestDialect):
         state.out["files"].update(files)
         for reg in regs:
             state.record(path, reg.test, real, twins)
+
+
+def _unroll(text: str, edits: dict, regs: list[Registration], order: list[int], sfx: list[str], progs: list[str],
+            prog_re: re.Pattern, src_re: re.Pattern, bases: list[str]) -> None:
+    """A loop that builds and registers each item's program (``foreach(t ${unity_tests})
+    add_executable(${t} ${t}.c) ... add_test(NAME ${t} ...)``): the item leaves the loop's list (the
+    ``set()`` it walks, or the foreach's own words) and the loop's body, ``if()`` blocks and all, is
+    written out after ``endforeach()`` once per program with the item in place of the loop variable, the
+    target and source renamed; the twins register only the tests being twinned (one name, one test)."""
+    reg = regs[0]
+    tests = {r.test for r in regs}
+    holder = reg.list_set or reg.foreach
+    for w, s, e in holder.args[1:]:
+        if w == reg.item:
+            edits[(s, e)] = ""
+    body = _substitute(text[reg.foreach.end:reg.endforeach.start], reg.var, reg.item)
+    copies = []
+    for i in order:
+        out, pos = [], 0
+        for c in cmake_commands(body):
+            out.append(body[pos:c.start])
+            pos = c.end
+            cmd = body[c.start:c.end]
+            if c.name != "add_test":
+                out.append(_rename(cmd, prog_re, progs[i], src_re, bases[i]))
+                continue
+            words = [w for w, _s, _e in c.args]
+            n = 1 if words[0] == "NAME" and len(words) > 1 else 0
+            name, s, e = c.args[n]
+            if name in tests:
+                at, cut = s - c.start, e - c.start
+                out.append(cmd[:at] + cmd[at:cut].replace(name, name + sfx[i], 1) + prog_re.sub(progs[i], cmd[cut:]))
+            elif i == 0:
+                out.append(_rename(cmd, prog_re, progs[0], None, ""))  # another test of the program: the real one
+        out.append(body[pos:])
+        copies.append("".join(out))
+    edits[(reg.endforeach.end, reg.endforeach.end)] = "".join(copies).rstrip(" \t")
 
 
 def _rename(body: str, prog_re: re.Pattern, prog: str, src_re: re.Pattern | None, src: str) -> str:
