@@ -19,7 +19,7 @@ sys.path.insert(0, str(bundled("verifiers")))
 from envgen_verifiers import twins  # noqa: E402
 from envgen_verifiers.runners import get  # noqa: E402
 from envgen_verifiers.runners.cxx import am_canary_makefile  # noqa: E402
-from envgen_verifiers.runners.cxx_dialect import AUTOMAKE, CTEST, am_program, ctest_registrations, \
+from envgen_verifiers.runners.cxx_dialect import AUTOMAKE, CTEST, am_program, cmake_commands, ctest_registrations, \
     gtest_name  # noqa: E402
 
 GTEST_SRC = """\
@@ -404,3 +404,75 @@ def test_a_unity_program_whose_main_carries_a_calling_convention_macro_is_a_whol
     assert CTEST.is_program(text)
     assert CTEST.changed(text, [(5, '    TEST_ASSERT_EQUAL_INT(3, parse("3"));')], []) == "all"
     assert AUTOMAKE.declarations(text)[0].name == "main"
+
+
+SET_LIST = """\
+set(progs
+    test_other
+    test_vec
+)
+foreach(prog ${progs})
+  add_executable("${prog}" "${prog}.c")
+  target_link_libraries("${prog}" PRIVATE vec)
+  if(USE_MEMCHECK)
+    add_test(NAME "${prog}" COMMAND valgrind "${CMAKE_CURRENT_BINARY_DIR}/${prog}" pop)
+  else()
+    add_test(NAME "${prog}"
+      COMMAND "./${prog}" pop)
+  endif()
+endforeach()
+add_custom_target(check_progs DEPENDS ${progs})
+"""
+
+OTHER_TEST = '#include <string.h>\nint main(int argc, char **argv) { (void)argv; return argc == 2 && strlen("ab") == 2 ? 0 : 1; }\n'
+
+
+def test_programs_built_in_a_foreach_over_a_set_list_become_twin_programs_written_out_after_the_loop(tmp_path):
+    """cJSON's shape: ``set(unity_tests ...)`` then ``foreach(t ${unity_tests})`` building and registering
+    each program, the add_test inside an if/else."""
+    tree = _ctest_project(tmp_path, SET_LIST)
+    (tree / "tests" / "test_other.c").write_text(OTHER_TEST)
+    regs = ctest_registrations(str(tree))
+    assert {n: (r.prog, r.source, r.exe_in_loop, r.list_set is not None) for n, r in regs.items()} == {
+        "test_vec": ("test_vec", "tests/test_vec.c", True, True),
+        "test_other": ("test_other", "tests/test_other.c", True, True)}
+    assert CTEST.target("test_vec", ["tests/test_vec.c"], str(tree)) == ("tests/test_vec.c", "test_vec")
+    plan = twins.plan(str(tree), CTEST, ["test_vec"], ["tests/test_vec.c"], seed=7)
+    (entry,) = plan["tests"]
+    sfx = [entry["real"], *entry["twins"]]
+    files = plan["files"]
+    assert files["tests/test_vec.c"] is None and files[f"tests/test_vec{entry['real']}.c"] == VEC_TEST
+    assert "if (vec_pop() != -2)" in files[f"tests/test_vec{entry['twins'][0]}.c"]
+    cml = files["tests/CMakeLists.txt"]
+    (listed,) = [c for c in cmake_commands(cml) if c.name == "set"]
+    assert [w for w, _s, _e in listed.args] == ["progs", "test_other"]  # the item leaves the list, only there
+    assert "foreach(prog ${progs})" in cml and "DEPENDS ${progs})" in cml
+    assert not re.search(r"\btest_vec\b", cml)
+    after = cml.split("endforeach()", 1)[1]
+    for s in sfx:  # the whole body, if/else and all, once per program
+        assert f'add_executable("test_vec{s}" "test_vec{s}.c")' in after
+        assert f'target_link_libraries("test_vec{s}" PRIVATE vec)' in after
+        assert f'add_test(NAME "test_vec{s}" COMMAND valgrind "${{CMAKE_CURRENT_BINARY_DIR}}/test_vec{s}" pop)' in after
+        assert f'add_test(NAME "test_vec{s}"\n      COMMAND "./test_vec{s}" pop)' in after
+    assert after.count("if(USE_MEMCHECK)") == after.count("else()") == 3
+    if not (shutil.which("cmake") and shutil.which("cc")):
+        return
+    # both programs of the loop twinned: the second plan reads the first one's rewritten list
+    (tree / "tests" / "test_other.c").write_text(OTHER_TEST.replace('"ab") == 2', '"abc") == 3'))
+    plan = twins.plan(str(tree), CTEST, ["test_vec", "test_other"], ["tests/test_vec.c", "tests/test_other.c"],
+                      seed=7)
+    assert len(plan["tests"]) == 2
+    twins.write(str(tree), plan)
+    b = tmp_path / "b"
+    out = subprocess.run(["cmake", "-S", str(tree), "-B", str(b)], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    out = subprocess.run(["cmake", "--build", str(b), "-j2"], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    ran = subprocess.run(["ctest", "--test-dir", str(b)], capture_output=True, text=True, check=False).stdout
+    results = dict(re.findall(r"Test +#\d+: (\S+) \.+\**\s*(Passed|Failed)", ran))
+    want = {e["name"] + s: e for e in plan["tests"] for s in [e["real"], *e["twins"]]}
+    assert set(results) == set(want), ran
+    for e in plan["tests"]:
+        assert results[e["name"] + e["real"]] == "Passed", ran  # the real program runs the test's own source
+    vec = next(e for e in plan["tests"] if e["name"] == "test_vec")
+    assert results["test_vec" + vec["twins"][0]] == "Failed", ran  # a twin runs its own changed copy
