@@ -476,3 +476,28 @@ def test_programs_built_in_a_foreach_over_a_set_list_become_twin_programs_writte
         assert results[e["name"] + e["real"]] == "Passed", ran  # the real program runs the test's own source
     vec = next(e for e in plan["tests"] if e["name"] == "test_vec")
     assert results["test_vec" + vec["twins"][0]] == "Failed", ran  # a twin runs its own changed copy
+
+
+def test_a_literal_foreach_building_its_programs_is_written_out_and_a_set_list_loop_running_a_shared_one_is_not(
+        tmp_path):
+    literal = SET_LIST.replace("set(progs\n    test_other\n    test_vec\n)\nforeach(prog ${progs})",
+                               "foreach(prog test_other test_vec)").replace("${progs}", "test_other test_vec")
+    tree = _ctest_project(tmp_path, literal)
+    (tree / "tests" / "test_other.c").write_text(OTHER_TEST)
+    plan = twins.plan(str(tree), CTEST, ["test_vec"], ["tests/test_vec.c"], seed=7)
+    (entry,) = plan["tests"]
+    cml = plan["files"]["tests/CMakeLists.txt"]
+    assert "foreach(prog test_other)" in cml and not re.search(r"\btest_vec\b", cml)
+    for s in [entry["real"], *entry["twins"]]:
+        assert f'add_test(NAME "test_vec{s}"\n      COMMAND "./test_vec{s}" pop)' in cml.split("endforeach()", 1)[1]
+    if shutil.which("cmake"):
+        twins.write(str(tree), plan)
+        out = subprocess.run(["cmake", "-S", str(tree), "-B", str(tmp_path / "b")], capture_output=True, text=True,
+                             check=False)
+        assert out.returncode == 0, out.stderr
+    # one program run with each item of a set() list: the list is not the test's own to edit
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    tree = _ctest_project(shared, "add_executable(test_vec test_vec.c)\nset(cases push pop)\n"
+                                  "foreach(c ${cases})\n  add_test(NAME vec_${c} COMMAND test_vec ${c})\nendforeach()\n")
+    assert ctest_registrations(str(tree)) == {}

@@ -493,8 +493,8 @@ def ctest_registrations(tree: str, files: list[str] = (), state: Twins | None = 
                     continue
                 exe_cml, exe, exe_var, exe_item, exe_loop = exes[prog]
                 in_loop = exe_loop is not None and fe is not None and exe_cml == p and exe_loop.start == fe.start
-                if exe_loop is not None and not in_loop:
-                    continue  # built by another loop than the one registering it: no one place to rewrite
+                if (exe_loop is not None or set_cmd is not None) and not in_loop:
+                    continue  # built elsewhere than the loop over a set() list registering it: no one place to rewrite
                 d = os.path.dirname(exe_cml)
                 srcs = [(w, _join(d, re.sub(r"^\$\{CMAKE_CURRENT_SOURCE_DIR\}/", "", _substitute(w, exe_var, exe_item))))
                         for w, _s, _e in exe.args[1:] if w.endswith(C_SOURCES)]
@@ -652,7 +652,7 @@ def _unroll(text: str, edits: dict, regs: list[Registration], order: list[int], 
     holder = reg.list_set or reg.foreach
     for w, s, e in holder.args[1:]:
         if w == reg.item:
-            edits[(s, e)] = ""
+            edits[(len(text[:s].rstrip(" \t")), e)] = ""
     body = _substitute(text[reg.foreach.end:reg.endforeach.start], reg.var, reg.item)
     copies = []
     for i in order:
