@@ -353,7 +353,9 @@ def test_a_swebench_file_round_trips_field_by_field(calc, tmp_path):
                         store=tmp_path / "s.sqlite", log=lambda m: None)
     assert report.kept == 1, report.rejections
     (back,) = export_swebench(tmp_path / "out", tmp_path / "back.jsonl")
-    assert set(back) == set(row)
+    # the record's fields, and envgen's own ids beside the harness's (here the same: no id has a space)
+    assert set(back) == set(row) | {"envgen_FAIL_TO_PASS", "envgen_PASS_TO_PASS"}
     for key, value in row.items():
         assert back[key] == value, key
+    assert back["envgen_FAIL_TO_PASS"] == row["FAIL_TO_PASS"] and back["envgen_PASS_TO_PASS"] == row["PASS_TO_PASS"]
     assert json.loads((tmp_path / "back.jsonl").read_text()) == back
