@@ -352,3 +352,24 @@ def test_a_string_ending_in_punctuation_gets_twins_on_its_last_plain_letter(tmp_
                       ["test_nodes.py"], seed=5)
     found = re.findall(r'== "Unknown\.Unknow(\w)\(\)"', plan["files"]["test_nodes.py"])
     assert len(found) == 3 and len(set(found)) == 3 and "n" in found
+
+
+def test_literals_of_an_assert_not_equal_line_are_tried_last(tmp_path):
+    """more-itertools' numeric_range __eq__/__hash__ commit: ``assertNotEqual(r, 1)`` holds for 0 and 2 as
+    well, so twins there never fail with the gold patch; the equal pairs' table below decides."""
+    text = ('class T:\n'
+            '    def test_eq(self):\n'
+            '        self.assertNotEqual(numeric_range(7.0), 1)\n'
+            '        self.assertNotEqual(numeric_range(7.0), "abc")\n'
+            '        assert numeric_range(3) != 4\n'
+            '        for a, b in [((0, 5, 2), (0, 6, 2))]:\n'
+            '            self.assertEqual(numeric_range(*a), numeric_range(*b))\n')
+    decl = twins.PYTHON.declarations(text)[0]
+    lits = [x.text for x in twins.PYTHON.literals(text, decl)]
+    assert lits[:6] == ["0", "5", "2", "0", "6", "2"]  # the table first, in order
+    assert sorted(lits[6:]) == sorted(["1", "7.0", '"abc"', "7.0", "4", "3"])
+    plan = _plan(tmp_path, ["tests/test_a.py::T::test_eq"], text)
+    # the first literal twins change is the table's: every copy differs in ((N, 5, 2), ...)
+    assert len(set(re.findall(r"for a, b in \[\(\((\d+), 5, 2\)", plan["files"]["tests/test_a.py"]))) == 3
+    # other languages' negative-looking lines keep their place (Go's ``if got != want`` states the failure)
+    assert twins.Dialect.negated_words is None

@@ -80,6 +80,10 @@ class Dialect:
     """Between a test's name and its suffix (" " for titles)."""
     expected_first = False
     """Whether assertions name the expected value first (JUnit's ``assertEquals(expected, actual)``)."""
+    negated_words = None
+    """A line that asserts two values differ (Python's ``assertNotEqual``, ``!=``): changing one of its
+    literals almost never changes the outcome, so its literals are tried last. None: the language's
+    assertions do not say (Go's ``if got != want { t.Errorf }`` states the failure, not the expectation)."""
 
     def declarations(self, text: str) -> list[Decl]:
         """Every test declaration of a file's text."""
@@ -295,7 +299,8 @@ def literals(text: str, decl: Decl, d: Dialect) -> list[Literal]:
     anywhere in it (parametrization tables in decorators and annotations included), strings and bools
     in its body."""
     out = []
-    for kind, s, e in d.tokens(text, decl.start, decl.end):
+    toks = d.tokens(text, decl.start, decl.end)
+    for kind, s, e in toks:
         in_body = s >= decl.name_end
         line = text[line_start(text, s):line_end(text, s)]
         lit = None
@@ -318,7 +323,15 @@ def literals(text: str, decl: Decl, d: Dialect) -> list[Literal]:
     for x in asserted:
         lines.setdefault(line_start(text, x.start), []).append(x)
     ordered = [x for _, xs in sorted(lines.items()) for x in (xs if d.expected_first else xs[::-1])]
-    return ordered + [x for x in out if not x.on_assert]
+    comments = [(s, e) for kind, s, e in toks if kind == "comment"]
+
+    def code_of_line(at: int) -> str:
+        a, b = line_start(text, at), line_end(text, at)
+        return "".join(" " if any(s <= i < e for s, e in comments) else text[i] for i in range(a, b))
+
+    negated = [x for x in ordered if d.negated_words is not None and d.negated_words.search(code_of_line(x.start))]
+    # ``assertNotEqual(r, 1)`` holds for 0 and 2 too: a literal of an input table decides more often
+    return [x for x in ordered if x not in negated] + [x for x in out if not x.on_assert] + negated
 
 
 ALPHABETS = (string.digits, string.ascii_lowercase, string.ascii_uppercase)
@@ -550,6 +563,7 @@ class PythonDialect(Dialect):
     quotes = ('"', "'")
     true_false = ("True", "False")
     assert_words = re.compile(r"\bassert|\braises\b|approx|\bexpect", re.I)
+    negated_words = re.compile(r"\bassertNot(?:Equal|In|AlmostEqual|Regex)|!=|\bis\s+not\b|\bnot\s+in\b")
 
     def declarations(self, text: str) -> list[Decl]:
         import ast
