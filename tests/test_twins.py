@@ -231,7 +231,8 @@ def _repo(tmp_path: Path, files: dict) -> str:
         (tmp_path / p).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / p).write_text(t)
     env = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b", "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@b",
-           "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+           "GIT_AUTHOR_DATE": "2024-01-02T00:00:00Z", "GIT_COMMITTER_DATE": "2024-01-02T00:00:00Z",
+           "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # fixed dates: the same base commit, so the same twin seed
     for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
         subprocess.run(["git", *cmd], cwd=tmp_path, check=True, env=env)
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
