@@ -135,3 +135,30 @@ def test_an_unreadable_contents_index_is_a_rejection_that_says_so(tmp_path, monk
     with pytest.raises(InputError, match=r"looking libzstd.pc up in Debian's Contents index failed: Debian's "
                                          r"Contents index .*missing.gz could not be read \(FileNotFoundError"):
         Cpp().recipe(view)
+
+
+def test_a_top_level_test_option_that_defaults_to_off_is_switched_on(tmp_path):
+    """yaml-cpp's tests sit behind ``cmake_dependent_option(YAML_CPP_BUILD_TESTS ... OFF ...)``: with
+    -DBUILD_TESTING=ON alone CTest ran the canary only. The option is passed ON, and what it guards is scanned
+    as reached; a vendored project's own test switch and options that are not test switches stay as they are."""
+    top = """cmake_minimum_required(VERSION 3.15)
+project(y)
+set(Y_MAIN ON)
+include(CMakeDependentOption)
+option(Y_USE_SYSTEM_GTEST "system gtest" OFF)
+option(Y_WITH_TESTDATA_TOOLS "tools" OFF)
+option(Y_FORMAT_TESTS "format" ON)
+cmake_dependent_option(Y_BUILD_TESTS "tests" OFF "BUILD_TESTING;Y_MAIN" OFF)
+if(Y_BUILD_TESTS)
+  find_package(ZLIB REQUIRED)
+  add_subdirectory(test)
+endif()
+"""
+    sub = 'option(gtest_build_tests "gtest\'s own" OFF)\nenable_testing()\nadd_test(NAME t COMMAND t)\n'
+    rec = Cpp().recipe(_view(tmp_path / "r", {"CMakeLists.txt": top, "test/CMakeLists.txt": sub}))
+    assert rec.options == {"configure_args": ["-DY_BUILD_TESTS=ON"]}
+    assert any("cmake_dependent_option(Y_BUILD_TESTS) defaults to OFF" in n for n in rec.notes)
+    assert [s.name for s in rec.steps] == ["packages"] and "zlib1g-dev" in rec.steps[0].run
+    off = top.replace("if(Y_BUILD_TESTS)", "if(Y_USE_SYSTEM_GTEST)")
+    rec = Cpp().recipe(_view(tmp_path / "s", {"CMakeLists.txt": off, "test/CMakeLists.txt": sub}))
+    assert rec.steps == [] and "-DY_USE_SYSTEM_GTEST=ON" not in rec.options.get("configure_args", [])

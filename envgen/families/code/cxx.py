@@ -59,6 +59,8 @@ PACKAGES = {
 """find_package names of CMake's own Find modules (they name no file of a package) and common pkg-config names
 (lower case) -> Debian packages that provide them; any other pkg-config name or CMake package config is looked
 up in Debian's Contents index (``debian_providers``)."""
+TEST_OPTION = re.compile(r"(?i)^(?:\w+_)?(?:BUILD_|ENABLE_|WITH_)?(?:UNIT_?)?TEST(?:S|ING)?$")
+"""An option() that switches a project's tests on (YAML_CPP_BUILD_TESTS, URIPARSER_BUILD_TESTS, HTTPLIB_TEST)."""
 TEST_REGISTRATION = re.compile(r"(?i)\b(add_test|gtest_discover_tests|gtest_add_tests|catch_discover_tests|"
                                r"doctest_discover_tests)\s*\(")
 
@@ -139,10 +141,11 @@ class _CFamily(Language):
             if not any(TEST_REGISTRATION.search(t) for t in code.values()):
                 raise InputError("the CMake project registers no CTest test (add_test, gtest_discover_tests, "
                                  "catch_discover_tests): nothing for ctest to run")
-            args = self._fetches(code, notes)
+            defines = self._test_options(code.get("CMakeLists.txt", ""), notes)
+            args = self._fetches(code, notes) + [f"-D{name}=ON" for name in defines]
             if args:
                 options["configure_args"] = args
-            packages = self._cmake_packages(view, texts, notes)
+            packages = self._cmake_packages(view, texts, notes, defines)
             notes.append("configured with -DBUILD_TESTING=ON, built with make -k, tests run by ctest "
                          "(GoogleTest's XML per test, CTest's JUnit for the others)")
         else:
@@ -207,12 +210,29 @@ class _CFamily(Language):
                                  "the tests run offline")
         return sorted(set(args))
 
-    def _cmake_packages(self, view: RepoView, texts: dict[str, str], notes: list[str]) -> list[str]:
+    @staticmethod
+    def _test_options(top: str, notes: list[str]) -> dict[str, str]:
+        """The top-level options that keep the tests out of a default build (yaml-cpp's
+        ``cmake_dependent_option(YAML_CPP_BUILD_TESTS ... OFF "BUILD_TESTING;..." OFF)``): -DBUILD_TESTING=ON
+        alone leaves CTest with the canary only. Only the top-level file: a vendored project's own test switch
+        (GoogleTest's ``gtest_build_tests``) would build that project's tests, not this one's."""
+        defines = {}
+        for name, args in cmake_commands(top):
+            if name not in ("option", "cmake_dependent_option") or len(args) < 2 or args[0] == "BUILD_TESTING":
+                continue
+            default = args[2].strip('"') if len(args) > 2 else "OFF"
+            if TEST_OPTION.match(args[0]) and default.lower() in _FALSE:
+                defines[args[0]] = "ON"
+                notes.append(f"CMakeLists.txt: {name}({args[0]}) defaults to OFF: configured with -D{args[0]}=ON")
+        return defines
+
+    def _cmake_packages(self, view: RepoView, texts: dict[str, str], notes: list[str],
+                        defines: dict[str, str] | None = None) -> list[str]:
         """Debian packages for the find_package / pkg_check_modules calls a default configure in the image
         reaches (``CMakeScan``: a call behind an option that defaults to OFF, another platform's branch or a
         function never called needs nothing)."""
         packages: list[str] = []
-        scan = CMakeScan(texts)
+        scan = CMakeScan(texts, defines=defines)
         reached = set()
         for f, cmd, args, guard in scan.calls:
             words = [w.strip('"') for w in args]
@@ -402,10 +422,13 @@ class CMakeScan:
     defaults to OFF, ``if(WIN32)``, a function never called), True when it is always reached, None when the
     scan cannot tell."""
 
-    def __init__(self, files: dict[str, str], top: str = "CMakeLists.txt"):
+    def __init__(self, files: dict[str, str], top: str = "CMakeLists.txt", defines: dict[str, str] | None = None):
         self.files = files
         self.cmds = {f: cmake_commands(t) for f, t in files.items()}
-        self.vars: dict[str, str | None] = dict(CMAKE_PLATFORM)
+        self.vars: dict[str, str | None] = dict(CMAKE_PLATFORM) | dict(defines or {})
+        self.defines = set(defines or ())
+        """Names given on the command line (-D): an option or a dependent option whose condition holds keeps
+        them."""
         self.functions: dict[str, tuple[str, list]] = {}
         for f, cmds in sorted(self.cmds.items()):  # every definition first: a call finds it wherever it is
             for i, (name, args) in enumerate(cmds):
@@ -488,7 +511,8 @@ class CMakeScan:
                 self._set(args[0], None if value is None else ("ON" if _const(value) else "OFF"), guard)
         elif name == "cmake_dependent_option" and len(args) >= 5:
             on = self.condition(cmake_commands("x(" + args[3].strip('"').replace(";", " AND ") + ")")[0][1])
-            value = {True: self.expand(args[2]), False: self.expand(args[4]), None: None}[on]
+            value = {True: self.vars[args[0]] if args[0] in self.defines else self.expand(args[2]),
+                     False: self.expand(args[4]), None: None}[on]
             self._set(args[0], value, guard)
         elif name == "set" and args and not args[0].startswith("ENV{"):
             values = [a for a in args[1:] if a not in ("CACHE", "PARENT_SCOPE", "FORCE", "INTERNAL")]
