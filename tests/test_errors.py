@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 INTERNAL_SIGNALS = {
     ("envgen.build.distributed", "Lost"): "a build unit whose lease went to another worker stores nothing",
     ("envgen.build.distributed", "Unfinished"): "a build unit reports a result it does not store as done",
+    ("envgen.families.code.python", "_Unknown"): "setup() reading gives up on an expression it cannot evaluate",
     ("envgen.build.sdk", "ReferenceFailed"): "a generator skips a candidate whose reference call failed",
     ("envgen.llm.client", "_EmptyReply"): "the LLM client retries an empty completion",
     ("envgen.llm.judge", "JudgeParseError"): "the rubric judge retries an unparseable reply",
