@@ -8,7 +8,8 @@ import pytest
 
 from envgen.pack import format as packmod
 from envgen.passcheck.check import check, evaluate
-from envgen.passcheck.rules import AtLeastOnce, Band, Outcome, Scheduler, pass_at_k, rollout_seed, run_check, wilson
+from envgen.passcheck.rules import (AtLeastOnce, Band, Outcome, Scheduler, pass_at_k, pass_hat_k, rollout_seed, run_check,
+                                   wilson)
 
 from conftest import make_tiny_pack
 from stub_policy import solves, stub_server
@@ -32,6 +33,18 @@ def test_decisions_known_early_equal_the_full_run(rule):
             if early is not None:
                 break
         assert early == full
+
+
+def test_pass_hat_k_is_the_chance_that_all_k_drawn_rollouts_pass():
+    import itertools
+
+    outcomes = [1, 0, 1, 1, 0, 1, 1]  # n = 7, c = 5
+    for k in range(1, 8):
+        draws = list(itertools.combinations(outcomes, k))
+        assert pass_hat_k(7, 5, k) == pytest.approx(sum(all(d) for d in draws) / len(draws))
+    assert pass_hat_k(4, 4, 4) == 1.0 and pass_hat_k(4, 3, 4) == 0.0 and pass_hat_k(4, 1, 1) == 0.25
+    with pytest.raises(ValueError, match=r"pass\^5 needs at least 5"):
+        pass_hat_k(4, 4, 5)
 
 
 def test_pass_at_k_and_wilson():
@@ -183,10 +196,12 @@ def test_ray_executor_gives_the_same_decisions(stub, tmp_path):
 def test_eval_pass_at_k(stub, store):
     pack, policy = stub
     rep = evaluate(str(pack.root), [policy, "oracle", "null"], sample=6, k=4, workers=2, store_url=store)
-    assert rep.results["oracle"] == {"pass@1": 1.0, "pass@2": 1.0, "pass@4": 1.0}
-    assert rep.results["null"] == {"pass@1": 0.0, "pass@2": 0.0, "pass@4": 0.0}
+    assert rep.results["oracle"] == {"pass@1": 1.0, "pass@2": 1.0, "pass@4": 1.0, "pass^1": 1.0, "pass^2": 1.0,
+                                     "pass^4": 1.0}
+    assert rep.results["null"] == dict.fromkeys(rep.results["oracle"], 0.0)
     r = rep.results[policy]
     assert 0.0 < r["pass@1"] <= r["pass@2"] <= r["pass@4"] < 1.0
+    assert r["pass^1"] == r["pass@1"] and r["pass^4"] <= r["pass^2"] <= r["pass^1"] and r["pass^2"] < r["pass^1"]
     assert len(rep.sample) == 6 and rep.sample == sorted(rep.sample)
 
 

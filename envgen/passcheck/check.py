@@ -22,7 +22,7 @@ from ..sandbox.remote import PREFIX as REMOTE_PREFIX, display_url
 from .ledger import RolloutLedger
 from .config import CheckConfig, EvalConfig
 from .executors import make_executor
-from .rules import (Outcome, Rule, Scheduler, parse_rule, pass_at_k, rule_name, run_check)
+from .rules import (Outcome, Rule, Scheduler, parse_rule, pass_at_k, pass_hat_k, rule_name, run_check)
 from ..pack.resolve import open_pack
 
 # ----------------------------------------------------------------------------- check
@@ -184,7 +184,8 @@ class EvalReport:
     sample: list[str]
     k: int
     results: dict[str, dict[str, float]] = field(default_factory=dict)
-    """policy -> {"pass@1": ..., "pass@2": ..., ...}"""
+    """policy -> {"pass@1": ..., "pass@2": ..., ..., "pass^1": ..., "pass^2": ...}: pass@k (some of k rollouts
+    pass) beside pass^k (all k pass; tau-bench's reliability metric), both unbiased over the k rollouts."""
 
     def summary(self) -> dict[str, Any]:
         return {"tasks": len(self.sample), "k": self.k, "sample": self.sample, "policies": self.results}
@@ -193,7 +194,7 @@ class EvalReport:
 def evaluate(pack_ref: str, policies: list[str], config: EvalConfig | None = None, *,
              log: Callable[[str], None] | None = None, progress: Callable[[int], None] | None = None,
              **settings: Any) -> EvalReport:
-    """pass@1..k of each policy on a seeded sample of tasks (the DeepSeek-V3.2 Table-5 check), with ``config``
+    """pass@1..k and pass^1..k of each policy on a seeded sample of tasks (the DeepSeek-V3.2 Table-5 check), with ``config``
     (an EvalConfig; keyword ``settings`` override its fields)."""
     c = EvalConfig.of(config, settings)
     k, seed = c.k, c.seed
@@ -218,8 +219,9 @@ def evaluate(pack_ref: str, policies: list[str], config: EvalConfig | None = Non
             run_check(sched, ex, on_outcome)
         finally:
             ex.close()
+        shown = [j for j in range(1, k + 1) if j in (1, 2, 4, 8, 16, 32, 64, 100, k)]
         report.results[spec] = {
-            f"pass@{j}": round(sum(pass_at_k(len(st.outcomes), st.passes, j) for st in sched.tasks.values())
-                               / len(chosen), 4)
-            for j in range(1, k + 1) if j in (1, 2, 4, 8, 16, 32, 64, 100, k)}
+            f"pass{mark}{j}": round(sum(fn(len(st.outcomes), st.passes, j) for st in sched.tasks.values())
+                                    / len(chosen), 4)
+            for mark, fn in (("@", pass_at_k), ("^", pass_hat_k)) for j in shown}
     return report

@@ -99,6 +99,19 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - prod
 
 
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass^k from n samples with c correct (tau-bench's reliability metric): the chance that k
+    rollouts drawn without replacement all succeed, C(c, k) / C(n, k)."""
+    if k > n:
+        raise ValueError(f"pass^{k} needs at least {k} samples, got {n}")
+    if c < k:
+        return 0.0
+    prod = 1.0
+    for i in range(k):
+        prod *= (c - i) / (n - i)
+    return prod
+
+
 def rollout_seed(task_id: str, index: int, base: int = 0) -> int:
     """The seed of rollout `index` of a task: stable across runs, executors and processes."""
     digest = hashlib.sha256(f"{base}:{task_id}:{index}".encode()).digest()
