@@ -64,6 +64,7 @@ def test_questions_of_fact_and_statements_are_not_consent_questions(text):
     ("Correct, go for it.", "yes"),
     ("No problem, go ahead.", "yes"),
     ("Yes please. When will the refund arrive?", "yes"),
+    ("Yes, please go ahead. I no longer need it.", "yes"),
     ("No, don't.", "no"),
     ("Actually, wait \u2014 I changed my mind, please don't", "no"),
     ("Yes. Actually, no.", "no"),

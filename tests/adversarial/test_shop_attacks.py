@@ -121,7 +121,8 @@ def test_a_refund_to_another_payment_method_of_the_customer_scores_zero(pack, en
     wrong = {**ret.args, "payment_method_id": others[0]}
     actions = reference_actions(task, drop=("return_items",), extra=[call("return_items", **wrong)])
     t = play(env, task, actions)
-    assert t.reward == 0.0 and t.reward_details["failed"] == ["end_state"]
+    # the description the customer agreed to named the original payment method, not this one
+    assert t.reward == 0.0 and t.reward_details["failed"] == ["end_state", "confirmed"]
     assert others[0] in json.dumps(t.reward_details["parts"][0]["details"])
 
 

@@ -88,7 +88,7 @@ _INFLECTION = (r"(?:e|es|ed|d|s|ing|ling|led|red|ring|ped|ping|ion|ions|ation|at
 word that merely starts like one ("add" is not "address")."""
 
 
-def _verb_pattern(words) -> re.Pattern:
+def action_pattern(words) -> re.Pattern:
     """Matches any of ``words`` in any of its forms."""
     alts = sorted({r"\s+".join(re.escape(_stem(p)) + _INFLECTION if k == 0 else re.escape(p)
                                for k, p in enumerate(w.split())) for w in words if w.strip()}, key=len, reverse=True)
@@ -189,7 +189,7 @@ def named(value, text: str, seen: list) -> bool:
 
 def describes(text: str, call: dict, keys, verbs, seen: list) -> str:
     """Why ``text`` does not describe ``call`` ("" when it does): its action named, every key value named."""
-    if not _verb_pattern(verbs).search(text):
+    if not action_pattern(verbs).search(text):
         return f"names no action of {call.get('tool')} ({', '.join(verbs[:4])})"
     args = call.get("args") or {}
     for key in keys:
