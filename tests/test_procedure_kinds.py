@@ -52,6 +52,7 @@ def test_a_natural_description_and_yes_confirm_the_change():
                    ("c", "cancel_order", {"order_id": "W1234567", "reason": "no longer needed"}))
     out = run(CONFIRMED, m, c)
     assert out["reward"] == 1.0, out
+    assert out["details"]["writes"] == [{"call": 0, "tool": "cancel_order", "ok": True, "described": 1, "agreed": 1}]
 
 
 def test_items_and_payment_methods_are_described_by_the_names_a_tool_showed():

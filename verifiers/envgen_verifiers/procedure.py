@@ -216,9 +216,9 @@ def check_confirmed(args: dict, *, calls: list | None = None, messages: list | N
             if turn is None:
                 return {"reward": 0.0, "details": {"reason": f"call {i} ({tool}) has no turn: the driver recorded no "
                                                              "order of messages and calls", "writes": checked}}
-            why = _agreed(c, writes[tool] or [], verbs_for(tool, verbs.get(tool)), seen,
-                          [m for m in msgs if prev < m["turn"] < turn])
-            checked.append({"call": i, "tool": tool, "ok": not why, **({"reason": why} if why else {})})
+            why, turns = _agreed(c, writes[tool] or [], verbs_for(tool, verbs.get(tool)), seen,
+                                 [m for m in msgs if prev < m["turn"] < turn])
+            checked.append({"call": i, "tool": tool, "ok": not why, **turns, **({"reason": why} if why else {})})
             if why:
                 return {"reward": 0.0, "details": {"reason": f"call {i} ({tool}): {why}", "writes": checked}}
             prev = turn
@@ -227,30 +227,33 @@ def check_confirmed(args: dict, *, calls: list | None = None, messages: list | N
     return {"reward": 1.0, "details": {"writes": checked}}
 
 
-def _agreed(call: dict, keys, verbs, seen: list, window: list) -> str:
-    """Why the messages of ``window`` (after the previous write, before ``call``) do not confirm it."""
-    described, asked, agreed, near = False, False, False, ""
+def _agreed(call: dict, keys, verbs, seen: list, window: list) -> tuple[str, dict]:
+    """(why the messages of ``window`` (after the previous write, before ``call``) do not confirm it, or "";
+    the turns of the first description and of the standing yes)."""
+    turns: dict = {}
+    asked, near = False, ""
     for m in window:
         text = str(m.get("content") or "")
         if m.get("role") == "assistant":
             why = describes(text, call, keys, verbs, seen)
             if not why:
-                described = True
-            elif not described and text.strip():
+                turns.setdefault("described", m["turn"])
+            elif "described" not in turns and text.strip():
                 near = why
-            asked = described and dialogue.asks_agreement(text)
+            asked = "described" in turns and dialogue.asks_agreement(text)
         elif m.get("role") == "user":
             said = dialogue.agreement(text)
             if said == "yes" and asked:
-                agreed = True
+                turns["agreed"] = m["turn"]
             elif said == "no":
-                agreed = False
+                turns.pop("agreed", None)
+                turns["declined"] = m["turn"]
             asked = False
-    if not described:
-        return "no message after the previous change describes it" + (f" (the closest {near})" if near else "")
-    if not agreed:
-        return "the user did not agree after its description (or took the yes back) before the call"
-    return ""
+    if "described" not in turns:
+        return "no message after the previous change describes it" + (f" (the closest {near})" if near else ""), turns
+    if "agreed" not in turns:
+        return "the user did not agree after its description (or took the yes back) before the call", turns
+    return "", turns
 
 
 # ------------------------------------------------------------------ transferred
