@@ -29,6 +29,11 @@ from envgen_verifiers.dialogue import agreement, asks_agreement  # noqa: E402
     "I'll cancel order #W123 for the reason 'no longer needed'; the refund of $54.20 goes to your Visa. "
     "Is that OK with you?",
     "I will return the lamp from order W1 for a refund of $20. Is that correct?",
+    "Please confirm (yes) if you would like to proceed with the cancellation.",
+    "Let me know if you'd like to proceed.",
+    "Do I have your permission to cancel it?",
+    "Are you sure you want to cancel this order?",
+    "I'll go ahead and cancel order W1 for you; just say the word.",
     # the blanket question of the pre-emptive attack is a consent question (the verifier, not the reader, rejects it)
     "What are your email and zip code, and the order number? Shall I proceed with whatever is needed once I have these?",
 ])
@@ -48,6 +53,10 @@ def test_natural_consent_questions_are_recognised(text):
     "Would you like me to check the status of the order?",
     "Could you share your email and zip code so I can verify your identity?",
     "Let me know if you have any other questions.",
+    "Can you confirm the order id?",
+    "How would you like to proceed?",
+    "Is this the order you'd like to cancel?",
+    "Would you like to know the return policy?",
     "Your order W123 has been cancelled.",
 ])
 def test_questions_of_fact_and_statements_are_not_consent_questions(text):
