@@ -349,13 +349,19 @@ def blanket_consent(task: Task) -> Probe | str:
     listed = {c.tool for c in ref.calls if c.tool in writes}
     if not listed:
         return "the reference makes no change the confirmed part lists"
-    actions = [kit.procedure.action_pattern(kit.procedure.verbs_for(t, verbs.get(t))) for t in sorted(listed)]
+    actions = {t: kit.procedure.action_pattern(kit.procedure.verbs_for(t, verbs.get(t))) for t in sorted(listed)}
+    calls = [c for c in ref.calls if c.tool in listed]
 
     def describes(text: str) -> bool:
+        """Asks for consent, states a listed action, or names one with its call's values (even as a question)."""
         if kit.dialogue.asks_agreement(text):
             return True
         statements = [s for s in re.split(r"(?<=[.!?])\s+|\n+", text) if s.strip() and not s.rstrip().endswith("?")]
-        return any(a.search(s) for a in actions for s in statements)
+        if any(a.search(s) for a in actions.values() for s in statements):
+            return True
+        return any(not kit.procedure.describes(text, c.model_dump(), writes[c.tool] or [],
+                                               kit.procedure.verbs_for(c.tool, verbs.get(c.tool)), [])
+                   for c in calls)
 
     asked = [m.content for m in ref.messages or [] if not describes(m.content)]
     return Probe(list(ref.calls), ref.answer, 0.0, [ReferenceMessage(after=0, content=" ".join([*asked, BLANKET]))])

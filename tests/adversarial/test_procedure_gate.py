@@ -14,6 +14,7 @@ import textwrap
 
 import pytest
 
+from envgen.build.gate import BLANKET, blanket_consent
 from envgen.build.offline import record_and_gate
 from envgen.pack import format as packmod
 from envgen.sandbox.local import describe_tools
@@ -111,3 +112,15 @@ def test_a_described_and_agreed_change_is_kept_and_the_blanket_yes_scores_0(resu
 def test_a_consent_check_of_too_little_weight_is_dropped(results):
     r = results["confirmed-light"]
     assert not r.passed and r.reason.startswith("blanket-consent scored 1"), r.reason
+
+
+def test_the_blanket_probe_keeps_the_questions_and_drops_every_description():
+    """Pure: a description phrased as a question of its own ("Do you still want ... refunded?") goes too, so
+    the one opening message never describes the write it consents to."""
+    messages = [*ASK, {"after": 1, "content": "Do you still want order O-101 refunded to your card?"},
+                {"after": 1, "content": "Thanks. Shall I proceed?"}]
+    task = _task("blanket", {"kind": "composite", "args": {"parts": [STATE, CONFIRMED]}}, REFUND, "Done.",
+                 prompt=OPENING, user=CONSENT_USER, reference={"messages": messages})
+    probe = blanket_consent(task)
+    assert [(m.after, m.content) for m in probe.messages] == [(0, f"{ASK[0]['content']} {BLANKET}")]
+    assert probe.calls == task.reference.calls and probe.want == 0.0

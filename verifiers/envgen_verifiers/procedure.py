@@ -18,7 +18,8 @@ Every successful call of a listed tool needs, after the previous successful list
 1. one assistant message that describes *that* call: a word of its action and the value of every listed
    argument (a string as written, case-insensitive, or by a name an earlier tool result gives the object it
    identifies, e.g. an item id by its product name, a payment method by its label; a number by value,
-   "$54.20" for 54.2; a list: each element; an object such as an address: each of its values);
+   "$54.20" for 54.2; a list: each element; an object such as an address: each of its values; a flag or
+   null: nothing);
 2. then a user reply whose ``dialogue.agreement`` is "yes", answering a message (the description or a
    later one) that asks for agreement (``dialogue.asks_agreement``);
 3. and no "no" from the user after that yes (a regret cancels it; a new description and yes may follow).
