@@ -76,6 +76,9 @@ SYNONYMS = (
 the others of that word's groups."""
 NAME_KEYS = ("name", "product", "product_name", "title", "label", "description", "full_name")
 """Fields of a tool result that name the object they sit in: an id can be described by them."""
+OPTION_KEYS = ("options", "attributes", "specs", "properties", "features")
+"""Fields of a tool result whose flat object of values, said together, names a variant ("color white, finish
+matte")."""
 
 
 def _stem(word: str) -> str:
@@ -152,7 +155,7 @@ def _objects(obj):
 
 def names_of(value: str, seen: list) -> list[list[str]]:
     """Other ways to name ``value``: for each object of an earlier tool result (``seen``) that holds it as
-    a field, its name fields (one phrase each) and each flat object of options it carries (all of its
+    a field, its name fields (one phrase each) and its flat object of options (``OPTION_KEYS``: all of its
     values together, e.g. {"color": "white", "size": "M"})."""
     out: list[list[str]] = []
     for res in seen:
@@ -163,7 +166,8 @@ def names_of(value: str, seen: list) -> list[list[str]]:
             for k in NAME_KEYS:
                 if isinstance(obj.get(k), str) and obj[k].strip() and obj[k] != value:
                     out.append([obj[k]])
-            for v in obj.values():
+            for k in OPTION_KEYS:
+                v = obj.get(k)
                 if isinstance(v, dict) and v and all(isinstance(x, (str, int, float)) and not isinstance(x, bool)
                                                     for x in v.values()):
                     out.append([str(x) for x in v.values()])
