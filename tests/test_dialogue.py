@@ -35,7 +35,8 @@ from envgen_verifiers.dialogue import agreement, asks_agreement  # noqa: E402
     "Are you sure you want to cancel this order?",
     "I'll go ahead and cancel order W1 for you; just say the word.",
     # the blanket question of the pre-emptive attack is a consent question (the verifier, not the reader, rejects it)
-    "What are your email and zip code, and the order number? Shall I proceed with whatever is needed once I have these?",
+    "What are your email and zip code, and the order number? "
+    "Shall I proceed with whatever is needed once I have these?",
 ])
 def test_natural_consent_questions_are_recognised(text):
     assert asks_agreement(text)

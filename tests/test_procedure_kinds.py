@@ -16,7 +16,8 @@ from envgen.paths import bundled
 sys.path.insert(0, str(bundled("verifiers")))
 from envgen_verifiers import verify as kit_verify  # noqa: E402
 
-ORDER = {"order_id": "W1234567", "status": "delivered", "payment_method": {"id": "PM-0007", "label": "Visa ending 4242"},
+ORDER = {"order_id": "W1234567", "status": "delivered",
+         "payment_method": {"id": "PM-0007", "label": "Visa ending 4242"},
          "items": [{"item_id": "IT-00012", "product": "Desk Lamp", "options": {"color": "white", "finish": "matte"}},
                    {"item_id": "IT-00013", "product": "Yoga Mat", "options": {"color": "blue", "thickness": "4mm"}}]}
 WRITES = {"cancel_order": ["order_id"], "return_items": ["order_id", "item_ids", "payment_method_id"],
@@ -95,7 +96,8 @@ def test_reads_and_unlisted_tools_need_no_confirmation_and_failed_writes_change_
 
 
 def test_a_call_without_a_turn_cannot_be_placed():
-    m, c = episode(("a", "I'll cancel order W1234567. OK?"), ("u", "Yes"), ("c", "cancel_order", {"order_id": "W1234567"}))
+    m, c = episode(("a", "I'll cancel order W1234567. OK?"), ("u", "Yes"),
+                   ("c", "cancel_order", {"order_id": "W1234567"}))
     c[0]["turn"] = None
     assert run(CONFIRMED, m, c)["reward"] == 0.0
 
@@ -113,7 +115,8 @@ def test_transferred_needs_the_hand_off_call_with_its_arguments_silent_or_not():
 
 IDENT = {"kind": "identified", "args": {"auth": ["authenticate"], "access": ["get_order", "cancel_order"],
                                         "customer": "C-0001", "told": ["email", "zip_code", "order_id"]}}
-AUTH = ("c", "authenticate", {"email": "ana@example.com", "zip_code": "30312"}, {"verified": True, "customer_id": "C-0001"})
+AUTH = ("c", "authenticate", {"email": "ana@example.com", "zip_code": "30312"},
+        {"verified": True, "customer_id": "C-0001"})
 
 
 def test_identified_verifies_the_customer_first_with_what_they_told():

@@ -17,7 +17,8 @@ import re
 _SENTENCES = re.compile(r"(?<=[?!.])\s+|\n+")
 
 _INFO_VERBS = (r"look|looking|check|checking|search|find|see|verify|review|pull|fetch|read|tell|explain|show|list|"
-               r"have|get|know|ask|help|assist|clarify|note|share|describe|walk|find out|look up|go over|confirm your|provide|give|"
+               r"have|get|know|ask|help|assist|clarify|note|share|describe|walk|find out|look up|go over|"
+               r"confirm your|provide|give|"
                r"spell|enter|hear|learn|repeat|inform|answer|investigate|research|locate|identify|authenticate|"
                r"confirm the (?:email|zip|address|name|order number|spelling|details)|take a look|double[- ]check")
 """What the agent may do without anyone's consent: finding things out, helping, explaining."""
@@ -34,7 +35,8 @@ _ASKER = re.compile(
     r"\b(?:do|would)\s+you\s+(?:want|like|wish|prefer)\s+to\b|\bwant\s+me\s+to\b|"
     r"\b(?:is|would)\s+it\s+be\s+(?:ok|okay|alright|all right|fine)\s+(?:if|to|for)\b|"
     r"\bis\s+it\s+(?:ok|okay|alright|all right|fine)\s+(?:if|to|for)\b|"
-    r"\b(?:are\s+you\s+)?ready\s+for\s+me\s+to\b|\blet\s+me\s+know\s+(?:if|whether)\s+(?:i|we)\s+(?:should|can|may)\b|"
+    r"\b(?:are\s+you\s+)?ready\s+for\s+me\s+to\b|\blet\s+me\s+know\s+(?:if|whether)\s+(?:i|we)\s+(?:should|can|"
+    r"may)\b|"
     r"\b(?:if|whether)\s+you(?:['\u2019]d|\s+would)\s+like\s+me\s+to\b|\b(?:if|whether)\s+you\s+want\s+me\s+to\b",
     re.I)
 """A question whose verb follows: consent when that verb changes something (or none is named: "Shall I?")."""
@@ -42,13 +44,17 @@ _INFO = re.compile(r"(?:" + _INFO_VERBS + r")\b", re.I)
 _ACT = re.compile(r"\b(?:" + _ACT_VERBS + r")\b", re.I)
 _ASSENT = re.compile(
     r"\b(?:is|are|would|will)\s+(?:that|this|it|these|those)(?:\s+\w+){0,2}\s+(?:be\s+)?"
-    r"(?:ok|okay|alright|all right|fine|acceptable|agreeable|good|alright with you|what you want|what you(?:['\u2019]d| would) like)\b|"
-    r"\b(?:does|would|will)\s+(?:that|this|it)\s+(?:work|suit|sound\s+(?:good|ok|okay|fine|alright|right|like a plan))\b|"
+    r"(?:ok|okay|alright|all right|fine|acceptable|agreeable|good|alright with you|what you want|"
+    r"what you(?:['\u2019]d| would) like)\b|"
+    r"\b(?:does|would|will)\s+(?:that|this|it)\s+(?:work|suit|sound\s+(?:good|ok|okay|fine|alright|right|"
+    r"like a plan))\b|"
     r"\bsounds?\s+(?:good|ok|okay|fine|alright|right)\s*\?|"
     r"\b(?:are|were)\s+you\s+(?:ok|okay|alright|all right|fine|happy|comfortable|good)\s+with\b|"
     r"\bdo\s+you\s+(?:agree|approve|consent|accept|authori[sz]e|confirm)\b|"
-    r"\b(?:do|may|can)\s+(?:i|we)\s+have\s+your\s+(?:permission|consent|approval|authori[sz]ation|go[- ]ahead|ok|okay|agreement|confirmation)\b|"
-    r"\b(?:i|we)\s+(?:need|want|require)\s+your\s+(?:permission|consent|approval|authori[sz]ation|go[- ]ahead|ok|okay|agreement|explicit\s+confirmation|confirmation)\b|"
+    r"\b(?:do|may|can)\s+(?:i|we)\s+have\s+your\s+(?:permission|consent|approval|authori[sz]ation|go[- ]ahead|ok|"
+    r"okay|agreement|confirmation)\b|"
+    r"\b(?:i|we)\s+(?:need|want|require)\s+your\s+(?:permission|consent|approval|authori[sz]ation|go[- ]ahead|ok|"
+    r"okay|agreement|explicit\s+confirmation|confirmation)\b|"
     r"\bare\s+you\s+sure\b|\bgo\s+ahead\s*\?|\bproceed\s*\?|\bok(?:ay)?\s*\?\s*$|"
     r"\b(?:yes\s*/\s*no|y\s*/\s*n)\b|\(\s*yes\s+or\s+no\s*\)",
     re.I)
@@ -58,17 +64,19 @@ _CONFIRM = re.compile(
     r"(?!\s+(?:your|which|what|whether|the\s+(?:e-?mail|zip|address|name|order|spelling|phone|number|id|items?|"
     r"products?|account|payment|date|amount|price|size|colou?r)))|\bsay\s+the\s+word\b|"
     r"\b(?:reply|say|answer|respond|type)\s+(?:with\s+)?['\"\u201c]?(?:yes|y|confirm|ok)\b|"
-    r"\blet\s+me\s+know\s+(?:if|whether)\s+(?:you(?:['\u2019]d|\s+would)\s+like\s+(?:me\s+)?to|you\s+want\s+(?:me\s+)?to|"
+    r"\blet\s+me\s+know\s+(?:if|whether)\s+(?:you(?:['\u2019]d|\s+would)\s+like\s+(?:me\s+)?to|"
+    r"you\s+want\s+(?:me\s+)?to|"
     r"(?:that|this|it)(?:['\u2019]s|\s+is)\s+(?:ok|okay|fine|alright))|"
     r"\bconfirm\s*\?\s*$",
     re.I)
 """An explicit request for confirmation ("Please confirm and I'll proceed.", "Reply yes to go ahead.")."""
 _CORRECT = re.compile(r"\b(?:is|does)\s+(?:that|this|everything|all\s+(?:of\s+)?(?:that|this))\s+(?:\w+\s+)?"
                       r"(?:correct|right|accurate)\b|\b(?:correct|right)\s*\?\s*$", re.I)
-_ANNOUNCE = re.compile(r"\b(?:i|we)(?:['\u2019]ll|\s+will|\s+would|['\u2019]d|\s+am\s+going\s+to|['\u2019]m\s+going\s+to|"
-                       r"\s+can|\s+am\s+about\s+to|['\u2019]m\s+about\s+to)\s+(?:now\s+|then\s+|go\s+ahead\s+and\s+)?(?:"
-                       + _ACT_VERBS + r")\b|\blet\s+me\s+(?:" + _ACT_VERBS + r")\b|\bhere(?:['\u2019]s|\s+is)\s+what\s+i(?:['\u2019]ll|\s+will)\b",
-                       re.I)
+_ANNOUNCE = re.compile(
+    r"\b(?:i|we)(?:['\u2019]ll|\s+will|\s+would|['\u2019]d|\s+am\s+going\s+to|['\u2019]m\s+going\s+to|\s+can|"
+    r"\s+am\s+about\s+to|['\u2019]m\s+about\s+to)\s+(?:now\s+|then\s+|go\s+ahead\s+and\s+)?(?:" + _ACT_VERBS + r")\b|"
+    r"\blet\s+me\s+(?:" + _ACT_VERBS + r")\b|\bhere(?:['\u2019]s|\s+is)\s+what\s+i(?:['\u2019]ll|\s+will)\b",
+    re.I)
 """The agent announcing a change of its own ("I'll cancel order W123 ...")."""
 
 
@@ -82,7 +90,8 @@ def _questions(text: str) -> list[str]:
     return out
 
 
-_FILLER = re.compile(r"^\W*(?:(?:first|just|quickly|also|now|then|please|still|go\s+ahead\s+and|go\s+on\s+and)\s+)*", re.I)
+_FILLER = re.compile(r"^\W*(?:(?:first|just|quickly|also|now|then|please|still|go\s+ahead\s+and|"
+                     r"go\s+on\s+and)\s+)*", re.I)
 _WH = re.compile(r"^\W*(?:what|which|where|when|who|whom|whose|how|why)\b", re.I)
 _THEN = re.compile(r"\b(?:and|then|to)\s+(?:then\s+)?(?:" + _ACT_VERBS + r")\b", re.I)
 
@@ -129,17 +138,20 @@ _NO = re.compile(
     r"\b(?:please\s+)?(?:don['\u2019]?t|do\s+not)(?:\s+(?:do|go|proceed|continue|cancel|change|make|touch|return|"
     r"exchange|modify|update|book|process|submit|transfer|want|need|bother|it|that|this)\b|\s*[.!,]|\s*$)|"
     r"\b(?:i|we)\s+(?:do\s+not|don['\u2019]?t)\s+(?:want|wish|need|agree|approve|consent)\b|"
-    r"\bchanged?\s+my\s+mind\b|\bnever\s*mind\b|\b(?:i['\u2019]?d|i\s+would)\s+rather\s+(?:not|you\s+didn['\u2019]?t)\b|"
+    r"\bchanged?\s+my\s+mind\b|\bnever\s*mind\b|\b(?:i['\u2019]?d|i\s+would)\s+rather\s+(?:not|"
+    r"you\s+didn['\u2019]?t)\b|"
     r"\brather\s+not\b|\bhold\s+(?:off|on)\b|\bnot\s+(?:now|yet|anymore|any\s+more)\b|\blet['\u2019]?s\s+not\b|"
     r"\bon\s+second\s+thought\b|\bcancel\s+that\s+request\b|\bscratch\s+that\b|\bforget\s+(?:it|that|about\s+it)\b|"
     r"\bnot\s+(?:ok|okay|alright|fine|correct|right|good|what\s+i\s+(?:want|asked|meant))\b|"
-    r"\b(?:that|this|it)(?:['\u2019]s|\s+is)\s+(?:wrong|incorrect)\b|\bi\s+disagree\b|\bwait\b(?=.*\b(?:mind|not|don))",
+    r"\b(?:that|this|it)(?:['\u2019]s|\s+is)\s+(?:wrong|incorrect)\b|\bi\s+disagree\b|\bwait\b(?=.*\b(?:mind|not|"
+    r"don))",
     re.I)
 """Declining or taking a yes back ("No, don't.", "Actually, wait, I changed my mind, please don't")."""
 _YES = re.compile(
     r"\b(?:yes|yeah|yea|yep|yup|aye|sure|ok|okay|alright|all\s+right|absolutely|definitely|certainly|affirmative|"
     r"please\s+(?:do|proceed|go\s+ahead)|do\s+it|go\s+(?:ahead|for\s+it)|proceed|of\s+course|by\s+all\s+means|"
-    r"sounds\s+(?:good|great|fine|right|ok|okay)|(?:that|this|it)\s+works|works\s+for\s+me|let['\u2019]?s\s+(?:do\s+it|go|proceed)|"
+    r"sounds\s+(?:good|great|fine|right|ok|okay)|(?:that|this|it)\s+works|works\s+for\s+me|"
+    r"let['\u2019]?s\s+(?:do\s+it|go|proceed)|"
     r"i\s+(?:agree|approve|consent|accept|confirm|authori[sz]e)|confirmed|agreed|approved|fine\s+(?:by|with)\s+me|"
     r"(?:that|this|it)(?:['\u2019]?s|\s+is)\s+(?:right|correct|fine|ok|okay|good|great|perfect|alright))\b|"
     r"^\W*(?:(?:oh|well|um+|hm+|yes|great)\W+)?(?:correct|right|fine|perfect|great|confirm|please)\b",
