@@ -57,6 +57,10 @@ def call(name: str, **args) -> dict:
                                            "function": {"name": name, "arguments": json.dumps(args)}}]}
 
 
+def part(details: dict, name: str) -> dict:
+    return next(p for p in details["parts"] if p["name"] == name)
+
+
 class Script(Policy):
     """Plays fixed actions, one per turn."""
 
@@ -110,8 +114,8 @@ def test_the_customer_tells_the_order_id_only_when_asked(shop, env):
     t = rollout(env, guess, task_id=task.id)
     told = [m["content"] for m in t.messages if m["role"] == "user"]
     assert not any(order in m for m in told)
-    assert t.reward == 0.0 and t.reward_details["failed"] == ["procedure"]
-    assert "never gave" in t.reward_details["parts"][-1]["details"]["reason"]
+    assert t.reward == 0.0 and "identified" in t.reward_details["failed"]
+    assert "never gave" in part(t.reward_details, "identified")["details"]["reason"]
     # the same trajectory, asking for the number first: the customer tells it
     asked = Script("What are the email address and zip code on your account?",
                    call("authenticate_customer", email=ident["email"], zip_code=ident["zip_code"]),
@@ -136,19 +140,24 @@ def test_a_refusal_task_scores_the_refusal_and_zero_for_the_forbidden_write(shop
 
 
 def test_each_part_of_the_composite_alone_is_not_enough(shop, sbx):
-    """A return: the right end state without saying the refund, the refund said without the write, and both
-    without authenticating first each score 0, and the verdict names the one part that failed."""
+    """A return: the right end state without saying the refund, the refund said without the write, both
+    without authenticating first, and both without describing the return before the customer's yes each
+    score 0, and the verdict names the one part that failed."""
     task = of_kind(shop[1], "return")
     ref = task.reference
     full = replay(sbx, task, ref.calls, ref.answer, ref.messages).verdict
-    assert full.reward == 1.0 and [p["reward"] for p in full.details["parts"]] == [1.0, 1.0, 1.0]
+    assert full.reward == 1.0 and [p["reward"] for p in full.details["parts"]] == [1.0, 1.0, 1.0, 1.0]
+    unauthenticated = [m.model_copy(update={"after": max(0, m.after - 1)}) for m in ref.messages]
+    undescribed = [m.model_copy(update={"content": "Shall I proceed?"}) if "To confirm" in m.content else m
+                   for m in ref.messages]
     cases = {
-        "told": (ref.calls, "The return is recorded. Is there anything else I can help you with?"),
-        "end_state": ([c for c in ref.calls if c.tool != "return_items"], ref.answer),
-        "procedure": ([c for c in ref.calls if c.tool != "authenticate_customer"], ref.answer),
+        "told": (ref.calls, "The return is recorded. Is there anything else I can help you with?", ref.messages),
+        "end_state": ([c for c in ref.calls if c.tool != "return_items"], ref.answer, ref.messages),
+        "identified": ([c for c in ref.calls if c.tool != "authenticate_customer"], ref.answer, unauthenticated),
+        "confirmed": (ref.calls, ref.answer, undescribed),
     }
-    for part, (calls, answer) in cases.items():
-        v = replay(sbx, task, calls, answer, ref.messages).verdict
+    for part, (calls, answer, messages) in cases.items():
+        v = replay(sbx, task, calls, answer, messages).verdict
         assert v.reward == 0.0 and v.details["failed"] == [part], (part, v.details)
 
 

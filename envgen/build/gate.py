@@ -4,7 +4,10 @@ The reference must score 1 twice (the verifier is deterministic), and trajectori
 task must each score 0. Which ones apply follows what the verifier grades (its kind, a composite's parts)
 and the task's shape, read from the reference's own run:
 
-- *text* tasks: some part grades what the agent says (``answer``, ``rubric``, ``said``, ``program``);
+- *text* tasks: some part grades what the agent says (``answer``, ``rubric``, ``said``, ``program``: a
+  hand-written part may grade words, so it is probed as if it did; the built-in procedure kinds
+  ``confirmed``, ``transferred`` and ``identified`` grade the calls and the consent, not what is said, so a
+  silent but correct hand-off to a human is not a text task);
 - *end-state* tasks: some part checks the database (``state``, ``no_write``, declared ``changes``); a
   *no-change* task is one whose reference leaves the database as it was (refuse, transfer to nobody,
   answer a question);
@@ -19,9 +22,9 @@ Probes (each must score 0):
 - ``claim``: no tool calls, "I have completed the task.". Not for no-change tasks that grade no text: doing
   nothing is their right outcome, and ``forbidden``/``collateral`` probe them instead;
 - ``noop``: no tool calls, the reference's messages and final text: the verifier must need the work, not
-  just the words. Only where some part needs work: ``program``/``tests`` verifiers, a ``state`` part of a
-  task that changes the database, a final-text part that asks for evidence (facts that must come back from
-  the episode's tool calls);
+  just the words. Only where some part needs work: ``program``/``tests``/``transferred`` verifiers, an
+  ``identified`` part with a customer to verify, a ``state`` part of a task that changes the database, a
+  final-text part that asks for evidence (facts that must come back from the episode's tool calls);
 - ``mutated``: end-state tasks that change the database: one argument of one write call changed (within its
   schema: another enum value, a neighbouring id or number), the first such change that alters the end
   state (a change that leaves it as the reference's is the same trajectory); other tasks: one value of
@@ -34,6 +37,10 @@ Probes (each must score 0):
 - ``never-asked``: conversational tasks: the values of the user's hidden facts replaced by wrong ones of the
   same shape in the calls and the answer, and no message to the user (the agent never asked, it guessed);
   only for facts that reach a call or the answer and that the opening prompt does not state;
+- ``blanket-consent``: tasks with a ``confirmed`` part: every question of the reference's messages in one
+  opening message that ends with a blanket "Shall I proceed with whatever is needed once I have these?",
+  then the reference's calls with no description of them and no consent question (the pre-emptive yes of
+  issue 29); not applicable when the reference makes none of the writes the part lists;
 - ``collateral``: the reference plus one call from another task's reference that changes the database
   beyond what the reference does (tasks whose verifier checks a database; not applicable, and recorded
   so, when no such call exists).
@@ -84,6 +91,7 @@ from ..episodes.episode import Episode, replay
 from ..pack.format import Pack, ReferenceMessage, Task, ToolCall
 from ..paths import bundled
 from ..sandbox import Sandbox
+from .sdk import load_module
 
 CLAIM = "I have completed the task."
 FINAL_TEXT_KINDS = ("answer", "rubric")
@@ -142,7 +150,9 @@ class Shape:
     def needs_work(self, changes: bool) -> bool:
         """Whether some part can only pass when the agent made calls (``changes``: the reference writes)."""
         for kind, args in self.parts:
-            if kind in ("program", "tests") or (kind == "state" and changes):
+            if kind in ("program", "tests", "transferred") or (kind == "state" and changes):
+                return True
+            if kind == "identified" and args.get("customer") is not None:
                 return True
             answer = args.get("answer") if kind == "rubric" else args
             if kind in ("answer", "rubric", "said") and isinstance(answer, dict) and answer.get("evidence"):
@@ -309,8 +319,52 @@ def shaped_probes(pack: Pack | None, task: Task, changes: bool | None) -> Iterat
     for k, call in enumerate(ref.forbidden or []):
         yield f"forbidden:{k}", Probe(_with_extra(list(ref.calls), [call], submit), ref.answer, 0.0,
                                       _shift(ref.messages, _insert_at(ref.calls, submit), +1), changes=True)
+    if any(kind == "confirmed" for kind, _ in sh.parts):
+        yield "blanket-consent", blanket_consent(task)
     if sh.conversational:
         yield from never_asked(task)
+
+
+BLANKET = "Shall I proceed with whatever is needed once I have these?"
+"""The one consent question of ``blanket-consent``, asked before anything is described."""
+
+
+def _kit() -> Any:
+    """The verifier kit (stdlib only), loaded from the bundled copy the sandboxes run: the gate reads consent
+    and names actions exactly as the ``confirmed`` verifier does."""
+    return load_module(bundled("verifiers") / "envgen_verifiers" / "__init__.py", "envgen_kit")
+
+
+def blanket_consent(task: Task) -> Probe | str:
+    """The issue-29 attack on ``confirmed``: every question of the reference in one opening message, ending
+    with one blanket consent question (``BLANKET``), then the reference's calls with no description of them
+    (messages that ask for consent, or state an action of a write the ``confirmed`` part lists, dropped)."""
+    kit = _kit()
+    writes, verbs = {}, {}
+    for kind, args in shape(task).parts:
+        if kind == "confirmed":
+            writes.update(args.get("writes") or {})
+            verbs.update(args.get("verbs") or {})
+    ref = task.reference
+    listed = {c.tool for c in ref.calls if c.tool in writes}
+    if not listed:
+        return "the reference makes no change the confirmed part lists"
+    actions = {t: kit.procedure.action_pattern(kit.procedure.verbs_for(t, verbs.get(t))) for t in sorted(listed)}
+    calls = [c for c in ref.calls if c.tool in listed]
+
+    def describes(text: str) -> bool:
+        """Asks for consent, states a listed action, or names one with its call's values (even as a question)."""
+        if kit.dialogue.asks_agreement(text):
+            return True
+        statements = [s for s in re.split(r"(?<=[.!?])\s+|\n+", text) if s.strip() and not s.rstrip().endswith("?")]
+        if any(a.search(s) for a in actions.values() for s in statements):
+            return True
+        return any(not kit.procedure.describes(text, c.model_dump(), writes[c.tool] or [],
+                                               kit.procedure.verbs_for(c.tool, verbs.get(c.tool)), [])
+                   for c in calls)
+
+    asked = [m.content for m in ref.messages or [] if not describes(m.content)]
+    return Probe(list(ref.calls), ref.answer, 0.0, [ReferenceMessage(after=0, content=" ".join([*asked, BLANKET]))])
 
 
 def _shift(messages: list[ReferenceMessage] | None, at: int, by: int = -1) -> list[ReferenceMessage] | None:

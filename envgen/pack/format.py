@@ -34,7 +34,8 @@ from ..paths import cache_dir
 
 SCHEMA_VERSION = 1
 MANIFEST, TASKS, ENV, HIDDEN, CARD = "pack.json", "tasks.jsonl", "env", "hidden", "README.md"
-VERIFIER_KINDS = ("answer", "state", "program", "rubric", "tests", "said", "no_write", "composite")
+VERIFIER_KINDS = ("answer", "state", "program", "rubric", "tests", "said", "no_write", "composite", "confirmed",
+                  "transferred", "identified")
 """Verifier kinds the kit in ``verifiers/`` implements; a task naming another kind does not load."""
 
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -128,6 +129,61 @@ def _check_no_write(args: dict[str, Any]) -> None:
         raise ValueError("args.ignore: must be a list of table.column patterns")
 
 
+def _names(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) and x for x in v)
+
+
+def _check_confirmed(args: dict[str, Any]) -> None:
+    extra = set(args) - {"writes", "verbs"}
+    if extra:
+        raise ValueError(f"args: unknown field(s) {', '.join(sorted(extra))} (a confirmed verifier has writes, verbs)")
+    writes = args.get("writes")
+    if not isinstance(writes, dict) or not writes:
+        raise ValueError("args.writes: a confirmed verifier needs {tool: [argument names its description must name]}")
+    for tool, keys in writes.items():
+        if not _names(keys):
+            raise ValueError(f"args.writes.{tool}: must be a list of argument names (may be empty), got {keys!r}")
+    verbs = args.get("verbs", {})
+    if not isinstance(verbs, dict):
+        raise ValueError("args.verbs: must be {tool: [words naming its action]}")
+    for tool, words in verbs.items():
+        if tool not in writes:
+            raise ValueError(f"args.verbs.{tool}: not a tool of args.writes")
+        if not _names(words) or not words:
+            raise ValueError(f"args.verbs.{tool}: must be a non-empty list of words, got {words!r}")
+
+
+def _check_transferred(args: dict[str, Any]) -> None:
+    extra = set(args) - {"tool", "args"}
+    if extra:
+        raise ValueError(f"args: unknown field(s) {', '.join(sorted(extra))} (a transferred verifier has tool, args)")
+    if not isinstance(args.get("tool"), str) or not args["tool"]:
+        raise ValueError("args.tool: a transferred verifier needs the name of the hand-off tool")
+    if not isinstance(args.get("args", {}), dict):
+        raise ValueError("args.args: must be an object of the argument values the hand-off call must have")
+
+
+def _check_identified(args: dict[str, Any]) -> None:
+    extra = set(args) - {"auth", "access", "customer", "id_key", "told"}
+    if extra:
+        raise ValueError(f"args: unknown field(s) {', '.join(sorted(extra))} "
+                         "(an identified verifier has auth, access, customer, id_key, told)")
+    if not _names(args.get("auth")) or not args["auth"]:
+        raise ValueError("args.auth: an identified verifier needs a non-empty list of the tools that verify identity")
+    if not _names(args.get("access")):
+        raise ValueError("args.access: must be a list of the tools that reach the customer's records")
+    if args.get("customer") is not None and not (isinstance(args["customer"], str) and args["customer"]):
+        raise ValueError(f"args.customer: must be the customer's id (a string) or null, got {args['customer']!r}")
+    if "id_key" in args and not (isinstance(args["id_key"], str) and args["id_key"]):
+        raise ValueError("args.id_key: must be the name of the field of an auth result that holds the id")
+    if not _names(args.get("told", [])):
+        raise ValueError("args.told: must be a list of argument names whose values the user must have said")
+
+
+_PROCEDURE_CHECKS = {"confirmed": _check_confirmed, "transferred": _check_transferred,
+                     "identified": _check_identified}
+
+
 def _check_composite(args: dict[str, Any]) -> None:
     mode = args.get("mode", "all")
     if mode not in ("all", "weighted"):
@@ -177,6 +233,8 @@ def _check_args(kind: str, args: dict[str, Any]) -> None:
         _check_no_write(args)
     elif kind == "composite":
         _check_composite(args)
+    elif kind in _PROCEDURE_CHECKS:
+        _PROCEDURE_CHECKS[kind](args)
     elif kind in ("state", "program") and isinstance(args.get("changes"), dict):
         if not isinstance(args["changes"].get("replay", False), bool):
             raise ValueError("args.changes.replay: must be true or false")
@@ -185,7 +243,8 @@ def _check_args(kind: str, args: dict[str, Any]) -> None:
 class Verifier(_Model):
     """Which verifier of the kit judges the episode, and its task-specific arguments."""
 
-    kind: Literal["answer", "state", "program", "rubric", "tests", "said", "no_write", "composite"]
+    kind: Literal["answer", "state", "program", "rubric", "tests", "said", "no_write", "composite", "confirmed",
+                  "transferred", "identified"]
     args: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -77,6 +77,10 @@ def first(pack, kind, where=lambda t: True):
     return next(t for t in pack.tasks if t.meta["template"] == kind and where(t))
 
 
+def part(details: dict, name: str) -> dict:
+    return next(p for p in details["parts"] if p["name"] == name)
+
+
 def facts(task):
     return {f.name: f.value for f in task.user.facts}
 
@@ -95,8 +99,8 @@ def test_the_reference_conversations_score_one(pack, env):
 def test_a_refund_without_verifying_identity_scores_zero(pack, env):
     task = first(pack, "return")
     t = play(env, task, reference_actions(task, drop=("authenticate_customer",)))
-    assert t.reward == 0.0 and t.reward_details["failed"] == ["procedure"]
-    assert "before the customer's identity was verified" in t.reward_details["parts"][-1]["details"]["reason"]
+    assert t.reward == 0.0 and t.reward_details["failed"] == ["identified"]
+    assert "before their identity was verified" in part(t.reward_details, "identified")["details"]["reason"]
 
 
 def _other_payment(pack, task):
@@ -117,7 +121,8 @@ def test_a_refund_to_another_payment_method_of_the_customer_scores_zero(pack, en
     wrong = {**ret.args, "payment_method_id": others[0]}
     actions = reference_actions(task, drop=("return_items",), extra=[call("return_items", **wrong)])
     t = play(env, task, actions)
-    assert t.reward == 0.0 and t.reward_details["failed"] == ["end_state"]
+    # the description the customer agreed to named the original payment method, not this one
+    assert t.reward == 0.0 and t.reward_details["failed"] == ["end_state", "confirmed"]
     assert others[0] in json.dumps(t.reward_details["parts"][0]["details"])
 
 
@@ -158,7 +163,7 @@ def test_guessing_the_order_id_without_asking_scores_zero(pack, env):
     actions = [a for a in reference_actions(task) if not (isinstance(a, str) and "order number" in a)]
     t = play(env, task, actions)
     assert facts(task)["order_id"] not in json.dumps([m for m in t.messages if m["role"] == "user"])
-    assert t.reward == 0.0 and t.reward_details["failed"] == ["procedure"]
+    assert t.reward == 0.0 and t.reward_details["failed"] == ["identified"]
 
 
 def test_the_identity_task_forbids_touching_the_order_with_other_details(pack, env):
@@ -174,4 +179,4 @@ def test_the_identity_task_forbids_touching_the_order_with_other_details(pack, e
                "What is the order number? Shall I proceed?", call(forbidden.tool, **forbidden.args),
                "I could not verify you at first, but it is cancelled now. Anything else?"]
     t = play(env, task, actions)
-    assert t.reward == 0.0 and {"nothing_changed", "procedure"} <= set(t.reward_details["failed"])
+    assert t.reward == 0.0 and {"nothing_changed", "identified"} <= set(t.reward_details["failed"])

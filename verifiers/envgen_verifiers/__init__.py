@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from . import answer as _answer
 from . import composite as _composite
+from . import procedure as _procedure
 from . import program as _program
 from . import rubric as _rubric
 from . import said as _said
@@ -29,7 +30,9 @@ from . import state as _state
 from . import tests as _tests
 
 KINDS = {"answer": _answer.check, "state": _state.check, "program": _program.check, "rubric": _rubric.check,
-         "tests": _tests.check, "said": _said.check, "no_write": _state.check_no_write}
+         "tests": _tests.check, "said": _said.check, "no_write": _state.check_no_write,
+         "confirmed": _procedure.check_confirmed, "transferred": _procedure.check_transferred,
+         "identified": _procedure.check_identified}
 KINDS["composite"] = lambda args, **kw: _composite.check(args, kinds=KINDS, **kw)
 """Verifier kind -> check function; a composite's parts dispatch through the same table."""
 _clamp = _composite.clamp

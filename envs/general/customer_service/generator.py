@@ -10,8 +10,9 @@ part of the pack format made for conversational domains:
 - the tools take typed arguments (enums, a list of ids, a nested address object: ``env/tools.py``);
 - every verifier is a ``composite``: the end database (``state`` in replay mode, or ``no_write`` where the
   right outcome is to change nothing), what the agent told the customer (``said``, with ``evidence``), and
-  the procedure (``hidden/verify.py``: identity verified before any order is touched, private details asked
-  for, not guessed, and the customer's yes before a change). No part alone is enough.
+  the procedure (the kit's ``identified``, ``confirmed`` and, for a hand-off, ``transferred``: identity
+  verified before any order is touched, private details asked for, not guessed, and each change described,
+  then agreed to by the customer, before it is made). No part alone is enough.
 
 Each task is drawn to have exactly one right end state. Kinds, by level:
 
@@ -475,8 +476,8 @@ def solve(spec: dict, tb: ToolRecorder) -> tuple[list[dict], str, dict]:
     if kind == "address":
         conv.say("What is the new shipping address?")
         a = spec["address"]
-        conv.say(f"To confirm: order {oid} will ship to {a['street']}, {a['city']}, {a['state']} {a['zip_code']}. "
-                 "Shall I proceed?")
+        conv.say(f"To confirm: I will change the shipping address of order {oid} to {a['street']}, {a['city']}, "
+                 f"{a['state']} {a['zip_code']}. Shall I proceed?")
         tb.modify_order_address(order_id=oid, address=a)
         return conv.messages, f"Done: order {oid} now ships to the new address.{END}", {}
     by_id = {i["item_id"]: i for i in order["items"]}
@@ -509,7 +510,7 @@ def solve(spec: dict, tb: ToolRecorder) -> tuple[list[dict], str, dict]:
         product = tb.get_product(product_id=item["product_id"])
         new = next(v for v in product["variants"] if v["variant_id"] == spec["variant"])
         pm = order["payment_method"]
-        conv.say(f"To confirm: I will exchange your {item['product']} for the variant "
+        conv.say(f"To confirm: I will exchange your {item['product']} from order {oid} for the variant "
                  f"{', '.join(f'{k} {v}' for k, v in new['options'].items())}, with the price difference settled on "
                  f"{pm['label']}. Shall I proceed?")
         out = tb.exchange_items(order_id=oid, item_ids=[item["item_id"]], new_variant_ids=[new["variant_id"]],
@@ -531,16 +532,32 @@ FORBIDDEN = {  # the write a no-change task must not make (the plausible wrong o
 }
 
 
+AUTH, ACCESS = ["authenticate_customer"], ["get_order", "cancel_order", "modify_order_address", "return_items",
+                                          "exchange_items", "transfer_to_human_agent"]
+WRITES = {"cancel_order": ["order_id"], "modify_order_address": ["order_id", "address"],
+          "return_items": ["order_id", "item_ids", "payment_method_id"],
+          "exchange_items": ["order_id", "item_ids", "new_variant_ids", "payment_method_id"]}
+"""The changes the customer must agree to, with what their description names (items by id or product name,
+variants by id or options, payment methods by id or label). A hand-off to a human changes no order: it
+needs no yes."""
+
+
 def verifier(spec: dict, said: dict) -> dict:
-    """The task's composite: database + what was said + the procedure."""
+    """The task's composite: database + what was said + the procedure (the kit's built-in policy checks:
+    identity before access, every change described and agreed to, and the hand-off where one is due)."""
     kind = spec["kind"]
     db = ({"name": "nothing_changed", "kind": "no_write", "args": {"db": DB}}
           if kind in ("status", "shipped", "window", "identity") else
           {"name": "end_state", "kind": "state", "args": {"db": DB, "changes": {"replay": True}}})
-    procedure = {"name": "procedure", "kind": "program",
-                 "args": {"file": "verify.py", "function": "policy",
-                          "params": {"customer": None if kind == "identity" else spec["customer"]}}}
-    parts = [db] + ([{"name": "told", "kind": "said", "args": said}] if said else []) + [procedure]
+    procedure = [{"name": "identified", "kind": "identified",
+                  "args": {"auth": AUTH, "access": ACCESS, "customer": None if kind == "identity" else spec["customer"],
+                           "told": ["email", "zip_code", "order_id"]}},
+                 {"name": "confirmed", "kind": "confirmed", "args": {"writes": WRITES}}]
+    if kind == "transfer":
+        procedure.append({"name": "transferred", "kind": "transferred",
+                          "args": {"tool": "transfer_to_human_agent", "args": {"order_id": spec["order"],
+                                                                               "topic": "damaged_item"}}})
+    parts = [db] + ([{"name": "told", "kind": "said", "args": said}] if said else []) + procedure
     if kind == "status":  # weighted: a judged tone rubric may add, never make up for a missing part
         for p in parts:
             p["weight"] = 3
