@@ -373,6 +373,11 @@ class UserSpec(_Model):
         return self
 
 
+_USER_DEFAULTS = {k: f.get_default(call_default_factory=True) for k, f in UserSpec.model_fields.items()
+                  if not f.is_required()}
+"""What a UserSpec field holds when a spec leaves it out (every default is already JSON: str, list, int or None)."""
+
+
 def merge_user(defaults: dict[str, Any] | None, user: dict[str, Any] | None) -> dict[str, Any] | None:
     """A task's ``user`` with the pack's defaults (``Manifest.user``) under it: field by field at the top level,
     the task's field replacing the pack's whole (a task's ``facts`` replace the pack's list, they are not
@@ -796,8 +801,7 @@ def _task_line(task: Task, defaults: dict[str, Any] | None) -> str:
         return task.model_dump_json(exclude_none=True)
     doc = json.loads(task.model_dump_json(exclude_none=True))
     full, sparse = task.user.model_dump(mode="json"), doc["user"]
-    doc["user"] = {k: (sparse.get(k) if k in sparse else None) for k, v in full.items()
-                   if (v != defaults[k] if k in defaults else k in sparse)}
+    doc["user"] = {k: sparse.get(k) for k, v in full.items() if v != defaults.get(k, _USER_DEFAULTS.get(k, ...))}
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
 
 
