@@ -359,6 +359,8 @@ def test_consent_asked_in_any_wording_gets_a_yes_and_a_question_of_fact_does_not
             "Do you want me to go on?", "Can I go ahead and record it?", "Shall I proceed?"]
     for question, reply in zip(asks, said(scripted(), *asks)):
         assert reply == packmod.AGREE and dialogue.agreement(reply) == "yes", question
+    told = said(scripted(), "What is your order id?", "I'll record your order id W-48213. Is that OK with you?")
+    assert told == [f"It's {ORDER}.", packmod.AGREE]  # the restated fact is not told again
     facts = ["Should I look at order W-48213?", "Should I check the order first?", "How can I help?"]
     for question, reply in zip(facts, said(scripted(), *facts)):
         assert reply == SPEC["default"] and dialogue.agreement(reply) is None, question

@@ -16,7 +16,8 @@ message after the agent's greeting. Two kinds:
   5. ``preferences``: the first not yet used whose ``when`` matches (each once);
   6. otherwise the parts of an answer, joined: a correction of a ``wrong`` value told earlier (when the
      agent asks again or says it does not match), each fact whose ``ask`` matches (``withheld`` until the
-     ``asks``-th ask; then the ``wrong`` value first if set, else the value), and, when the message asks
+     ``asks``-th ask; then the ``wrong`` value first if set, else the value; a consent question, which
+     restates what was told, does not make the user repeat a fact), and, when the message asks
      the user's consent (``envgen_verifiers.dialogue.asks_agreement``, any wording: "Is that OK with you?",
      not "Should I look at order W1?"), the first ``consent`` entry whose ``when`` matches it (after its
      regret was said, that entry answers no), else ``AGREE``;
@@ -162,6 +163,7 @@ class ScriptedUser(User):
     def __init__(self, spec: UserSpec):
         super().__init__(spec)
         self._asked: Counter[str] = Counter()
+        self._told: set[str] = set()
         self._wrong_told: set[str] = set()
         self._corrected: set[str] = set()
         self._regret: str | None = None
@@ -201,9 +203,10 @@ class ScriptedUser(User):
             if i not in self._preferred and _search(pref.when, said):
                 self._preferred.add(i)
                 return pref.reply, False
-        parts = [self._fact(f, said) for f in spec.facts]
+        consent = dialogue.asks_agreement(said)
+        parts = [self._fact(f, said) for f in spec.facts if not (consent and f.name in self._told)]
         parts = [p for p in parts if p]
-        if dialogue.asks_agreement(said):
+        if consent:
             parts.append(self._consent(said))
         return (" ".join(dict.fromkeys(parts)), False) if parts else (spec.default, False)
 
@@ -212,6 +215,7 @@ class ScriptedUser(User):
         asked = fact.ask is not None and _search(fact.ask, said)
         if fact.name in self._wrong_told and fact.name not in self._corrected and (asked or MISMATCH.search(said)):
             self._corrected.add(fact.name)
+            self._told.add(fact.name)
             return "Sorry, my mistake. " + _tell(fact, fact.value)
         if not asked:
             return None
@@ -221,6 +225,7 @@ class ScriptedUser(User):
         if fact.wrong is not None and fact.name not in self._wrong_told:
             self._wrong_told.add(fact.name)
             return _tell(fact, fact.wrong)
+        self._told.add(fact.name)
         return _tell(fact, fact.value)
 
     def _consent(self, said: str) -> str:
