@@ -482,6 +482,16 @@ def test_pack_user_defaults_are_merged_under_each_task_and_saved_back_sparse(pac
             write_pack(pack, tmp_path / f"bad-{len(where)}", [task_doc()], user=bad)
 
 
+def test_a_pack_without_the_new_user_fields_is_written_as_before_they_existed(pack):
+    """Fields at their defaults are not written, so such packs keep their bytes and content hash."""
+    line = json.loads((pack.root / "tasks.jsonl").read_text().splitlines()[-1])
+    assert set(line["user"]) == {"goal", "persona", "facts", "rules", "default", "stop", "closing"}
+    assert set(line["user"]["facts"][0]) == {"name", "value", "ask", "reply"}
+    assert not {"user", "agent_first", "greeting"} & set(json.loads((pack.root / "pack.json").read_text()))
+    spec = packmod.UserSpec.model_validate({**SPEC, "style": "terse"})
+    assert packmod.UserSpec.model_validate(spec.model_dump()) == spec and spec.model_dump()["style"] == "terse"
+
+
 GREETING = "Hello, this is the records desk. How can I help?"
 
 

@@ -24,10 +24,11 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, ClassVar, Iterable, Literal
 
 import jsonschema
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, SerializationInfo, ValidationError, field_validator,
+                      model_serializer, model_validator)
 
 from ..errors import PackError
 from ..paths import cache_dir
@@ -45,6 +46,27 @@ that still leaves most of a model's context to the episode."""
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+EVERY_FIELD = {"every_field": True}
+"""``model_dump(context=EVERY_FIELD)`` also dumps the ``_SparseModel`` fields left at their defaults."""
+
+
+class _SparseModel(_Model):
+    """A model whose fields added after packs were first written (``_sparse``) are dumped only when they differ
+    from their defaults, so a pack that does not use them is written, and hashed, as before they existed."""
+
+    _sparse: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _leave_out_defaults(self, handler, info: SerializationInfo) -> dict[str, Any]:
+        out = handler(self)
+        if not (info.context or {}).get("every_field"):
+            fields = type(self).model_fields
+            for k in self._sparse:
+                if k in out and out[k] == fields[k].get_default(call_default_factory=True):
+                    del out[k]
+        return out
 
 
 class ToolCall(_Model):
@@ -207,8 +229,10 @@ def _regex(value: str, where: str) -> str:
     return value
 
 
-class UserFact(_Model):
+class UserFact(_SparseModel):
     """Something the simulated user knows and tells only when asked."""
+
+    _sparse: ClassVar[tuple[str, ...]] = ("asks", "withheld", "wrong")
 
     name: str = Field(min_length=1)
     value: str
@@ -309,7 +333,7 @@ def _one_or_many(v: Any) -> Any:
     return [v] if isinstance(v, dict) else v
 
 
-class UserSpec(_Model):
+class UserSpec(_SparseModel):
     """A task's simulated user (hidden: a task field the agent never sees, like ``reference``).
 
     ``goal``, ``persona``, ``facts``, ``consent``, ``preferences``, ``insist`` and ``style`` make an LLM user's
@@ -319,6 +343,7 @@ class UserSpec(_Model):
     ``Manifest.user``.
     """
 
+    _sparse: ClassVar[tuple[str, ...]] = ("consent", "preferences", "insist", "style", "opening")
     goal: str = Field(min_length=1)
     """What the user wants from the conversation, in the user's terms."""
     persona: str = ""
@@ -490,8 +515,10 @@ class Provenance(_Model):
     created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
-class Manifest(_Model):
+class Manifest(_SparseModel):
     """pack.json."""
+
+    _sparse: ClassVar[tuple[str, ...]] = ("user", "agent_first", "greeting")
 
     schema_version: int = SCHEMA_VERSION
     name: str = Field(min_length=1)
@@ -552,7 +579,7 @@ class Manifest(_Model):
             spec = UserSpec.model_validate({"goal": "(the task's)", **v})
         except ValidationError as e:
             raise ValueError(_first_error(e)) from None
-        full = spec.model_dump(mode="json")
+        full = spec.model_dump(mode="json", context=EVERY_FIELD)
         return {k: full[k] for k in v}  # normalised: what a task's spec holds for the same value
 
     @field_validator("greeting")
@@ -800,7 +827,7 @@ def _task_line(task: Task, defaults: dict[str, Any] | None) -> str:
     if not defaults or task.user is None:
         return task.model_dump_json(exclude_none=True)
     doc = json.loads(task.model_dump_json(exclude_none=True))
-    full, sparse = task.user.model_dump(mode="json"), doc["user"]
+    full, sparse = task.user.model_dump(mode="json", context=EVERY_FIELD), doc["user"]
     doc["user"] = {k: sparse.get(k) for k, v in full.items() if v != defaults.get(k, _USER_DEFAULTS.get(k, ...))}
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
 
