@@ -117,7 +117,9 @@ _POSITIVE_NO = re.compile(r"\b(?:no\s+(?:problem|worries|objections?|issue|doubt
                           r"(?:i\s+)?don['\u2019]?t\s+(?:mind|worry)|can['\u2019]?t\s+wait|no\s+reason\s+not\s+to|"
                           r"of\s+course\s+not\s+a\s+problem)\b", re.I)
 """Phrases with a negation that agree ("No problem, go ahead."): read as yes, taken out before looking for no."""
-_UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain)|unsure|don['\u2019]?t\s+know|no\s+idea)\b", re.I)
+_UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain)|unsure|don['\u2019]?t\s+know|no\s+idea|no\s+longer|no\s+more)\b",
+                     re.I)
+"""Neither yes nor no: hesitation, and negations that state a fact ("I no longer need it")."""
 _NO = re.compile(
     r"\b(?:no|nope|nah|nay|negative|stop|decline|declined|refuse)\b|"
     r"\b(?:please\s+)?(?:don['\u2019]?t|do\s+not)(?:\s+(?:do|go|proceed|continue|cancel|change|make|touch|return|"
