@@ -114,8 +114,9 @@ _CONTRACTIONS = [("I am", "I'm"), ("do not", "don't"), ("does not", "doesn't"), 
 _CASUAL = [*_CONTRACTIONS, ("Thank you", "Thanks"), ("Hello", "Hey")]
 _FORMAL = [(b, a) for a, b in _CONTRACTIONS] + [("Thanks", "Thank you"), ("Hey", "Hello"), ("Hi", "Hello"),
                                                 ("yeah", "yes"), ("yep", "yes"), ("nope", "no")]
-_FILLER = re.compile(r"\b(?:please|kindly|thank\s+you(?:\s+so\s+much)?|thanks|sorry|just|really|well|oh|hi|hello|"
-                     r"hey)\b[,!]?", re.I)
+_FILLER = re.compile(r"\b(?:please|kindly|thank\s+you(?:\s+so\s+much)?|thanks|sorry|just|really)\b,?", re.I)
+_INTERJECTION = re.compile(r"(^|[.!?]\s+)(?:well|oh|hi|hello|hey)\b[,!]?\s*", re.I)
+"""Words a terse user leaves out: courtesies anywhere, interjections where a sentence starts ("as well" stays)."""
 
 
 def _swap(text: str, pairs: list[tuple[str, str]]) -> str:
@@ -127,15 +128,14 @@ def _swap(text: str, pairs: list[tuple[str, str]]) -> str:
     return text
 
 
-def _restyle(text: str, style: str) -> str:
-    if style == "lowercase":
-        return text.lower()
-    if style == "casual":
-        return _swap(text, _CASUAL)
-    if style == "formal":
-        return _swap(text, _FORMAL)
-    if style == "terse":
-        return _FILLER.sub("", text)
+def _terse(text: str) -> str:
+    while (shorter := _INTERJECTION.sub(r"\1", text)) != text:
+        text = shorter
+    text = _FILLER.sub("", text)
+    text = re.sub(r"\s+([,.!?:;])", r"\1", re.sub(r"\s{2,}", " ", text)).strip()
+    text = re.sub(r"(^|[.!?:;])[\s,]*,", r"\1", text)  # a comma left at a sentence's start
+    text = re.sub(r"([.!?])(?:\s*[.!?])+", r"\1", re.sub(r",\s*([.!?])", r"\1", text))  # nothing left between
+    text = re.sub(r"(^|[.!?]\s+)([a-z])", lambda m: m.group(1) + m.group(2).upper(), text.strip())
     return text
 
 
@@ -145,16 +145,19 @@ def styled(text: str, style: str, keep: list[str] = ()) -> str:
     if style not in ("terse", "casual", "formal", "lowercase") or not text:
         return text
     kept = sorted({k for k in keep if k}, key=len, reverse=True)
-    pieces = re.split("(" + "|".join(map(re.escape, kept)) + ")", text) if kept else [text]
-    out = "".join(p if i % 2 else _restyle(p, style) for i, p in enumerate(pieces))
-    if style == "terse":
-        out = re.sub(r"\s+([,.!?])", r"\1", re.sub(r"\s{2,}", " ", out)).strip()
-        out = re.sub(r"^[\s,.!]+|(?<=[.!?])[\s,]*,", "", out).strip()
-        out = re.sub(r"([,.!?])[,.]+", r"\1", out)
-        out = (out[:1].upper() + out[1:]) if out else text
-    elif style == "casual" and out.endswith(".") and not out.endswith(".."):
-        out = out[:-1]
-    return out
+    if kept:  # values stand aside as placeholders no rewrite touches
+        text = re.sub("|".join(map(re.escape, kept)), lambda m: f"\0{kept.index(m.group())}\0", text)
+    if style == "lowercase":
+        out = text.lower()
+    elif style == "casual":
+        out = _swap(text, _CASUAL)
+        out = out[:-1] if out.endswith(".") and not out.endswith("..") else out
+    elif style == "formal":
+        out = _swap(text, _FORMAL)
+    else:
+        out = _terse(text)
+        out = out if re.search(r"\w", out) else text  # nothing but courtesy: said as it is
+    return re.sub(r"\0(\d+)\0", lambda m: kept[int(m.group(1))], out)
 
 
 class ScriptedUser(User):
