@@ -55,7 +55,8 @@ _ASSENT = re.compile(
 """A question asking to approve what was just described ("Is that OK with you?", "Does that work for you?")."""
 _CONFIRM = re.compile(
     r"\b(?:please|can\s+you|could\s+you|would\s+you|kindly)\s+confirm\b"
-    r"(?!\s+(?:your|which|what|the\s+(?:email|zip|address|name|order\s+number|spelling|details|phone)))|"
+    r"(?!\s+(?:your|which|what|whether|the\s+(?:e-?mail|zip|address|name|order|spelling|phone|number|id|items?|"
+    r"products?|account|payment|date|amount|price|size|colou?r)))|\bsay\s+the\s+word\b|"
     r"\b(?:reply|say|answer|respond|type)\s+(?:with\s+)?['\"\u201c]?(?:yes|y|confirm|ok)\b|"
     r"\blet\s+me\s+know\s+(?:if|whether)\s+(?:you(?:['\u2019]d|\s+would)\s+like\s+(?:me\s+)?to|you\s+want\s+(?:me\s+)?to|"
     r"(?:that|this|it)(?:['\u2019]s|\s+is)\s+(?:ok|okay|fine|alright))|"
@@ -87,8 +88,11 @@ _THEN = re.compile(r"\b(?:and|then|to)\s+(?:then\s+)?(?:" + _ACT_VERBS + r")\b",
 
 
 def _asks(sentence: str) -> bool:
-    if _ASSENT.search(sentence) or _CONFIRM.search(sentence):
+    if _CONFIRM.search(sentence):
         return True
+    for m in _ASSENT.finditer(sentence):  # "How would you like to proceed?" asks for a choice, not a yes
+        if not _WH.match(re.split(r"[,;:\u2013\u2014]", sentence[:m.start()])[-1]):
+            return True
     for m in _ASKER.finditer(sentence):
         clause = re.split(r"[,;:\u2013\u2014]", sentence[:m.start()])[-1]
         if _WH.match(clause):  # "What else can I do for you?": a question for information
