@@ -15,7 +15,7 @@ from envgen.cli import app
 from envgen.episodes.episode import Episode, replay
 from envgen.episodes.gym import ENV_ID, PackEnv
 from envgen.episodes.prompt import DEFAULT_SYSTEM_PROMPT, USER_SYSTEM_PROMPT
-from envgen.episodes.users import STOP_MARKER, LLMUser, ScriptedUser, make_user
+from envgen.episodes.users import STOP_MARKER, LLMUser, ScriptedUser, dialogue, make_user, user_system_prompt
 from envgen.errors import InputError, PackError
 from envgen.pack import format as packmod
 from envgen.passcheck.check import check
@@ -333,3 +333,247 @@ def test_hub_table_carries_the_user_spec_and_reference_messages(pack, tmp_path):
     assert task_from_row(task_row(task)) == task
     write_task_table(pack.tasks, tmp_path / "t.parquet")
     _check_table(tmp_path / "t.parquet", pack.tasks, "here")  # raises if the table disagrees with tasks.jsonl
+
+
+# ---------------------------------------------------------------- a scripted user that behaves like a customer
+
+
+def said(user, *messages: str) -> list[str]:
+    """The user's replies to the agent's ``messages``, one after another in one conversation."""
+    conv, out = [{"role": "user", "content": OPENING}], []
+    for text in messages:
+        conv.append({"role": "assistant", "content": text})
+        reply, _ = user.reply(conv)
+        conv.append({"role": "user", "content": reply})
+        out.append(reply)
+    return out
+
+
+def scripted(**spec) -> ScriptedUser:
+    return ScriptedUser(packmod.UserSpec.model_validate({**SPEC, **spec}))
+
+
+def test_consent_asked_in_any_wording_gets_a_yes_and_a_question_of_fact_does_not():
+    """Issue 29's false negatives: natural consent questions were answered "Sorry, what do you need from me?"."""
+    asks = ["I'll record order W-48213 for you. Is that OK with you?", "Would you like me to do that?",
+            "Do you want me to go on?", "Can I go ahead and record it?", "Shall I proceed?"]
+    for question, reply in zip(asks, said(scripted(), *asks)):
+        assert reply == packmod.AGREE and dialogue.agreement(reply) == "yes", question
+    told = said(scripted(), "What is your order id?", "I'll record your order id W-48213. Is that OK with you?")
+    assert told == [f"It's {ORDER}.", packmod.AGREE]  # the restated fact is not told again
+    facts = ["Should I look at order W-48213?", "Should I check the order first?", "How can I help?"]
+    for question, reply in zip(facts, said(scripted(), *facts)):
+        assert reply == SPEC["default"] and dialogue.agreement(reply) is None, question
+
+
+def test_consent_declines_and_regrets_as_the_spec_says():
+    user = scripted(consent=[
+        {"when": r"\bcancel", "answer": "no", "reply": "No, don't cancel it."},
+        {"when": r"\brecord", "answer": "yes", "regret": "Actually, wait, I changed my mind: please don't do that."}])
+    replies = said(user, "Shall I cancel order W-48213?", "Shall I record order W-48213?",
+                   "Great, recording it now.", "Should I record order W-48213 after all?", "Shall I proceed?")
+    assert replies[0] == "No, don't cancel it." and dialogue.agreement(replies[0]) == "no"
+    assert replies[1] == packmod.AGREE
+    assert replies[2].startswith("Actually, wait") and dialogue.agreement(replies[2]) == "no"  # the next message
+    assert replies[3] == packmod.DECLINE  # taken back: the entry now says no
+    assert replies[4] == packmod.AGREE  # a question no entry matches: yes
+
+
+def test_a_withheld_fact_is_told_only_on_the_second_ask():
+    user = scripted(facts=[{**SPEC["facts"][0], "asks": 2, "withheld": "Hmm, I don't have it at hand."}])
+    assert said(user, "What is your order id?", "Your name?", "Could you check your order number?") == [
+        "Hmm, I don't have it at hand.", "I'd rather not say.", f"It's {ORDER}."]
+
+
+def test_a_wrong_detail_comes_first_and_is_corrected_when_it_does_not_match_or_is_asked_again():
+    fact = {**SPEC["facts"][0], "wrong": "W-48231"}
+    first, fixed, again = said(scripted(facts=[fact]), "What is your order id?",
+                               "I couldn't find an order W-48231.", "And your order id once more?")
+    assert first == "It's W-48231." and ORDER in fixed and "W-48231" not in fixed and again == f"It's {ORDER}."
+    assert said(scripted(facts=[fact]), "Order id?", "Hm. What was the order id again?") == [
+        "It's W-48231.", f"Sorry, my mistake. It's {ORDER}."]
+    with pytest.raises(Exception, match="wrong: .*is the right value"):
+        packmod.UserFact.model_validate({**fact, "wrong": ORDER})
+
+
+def test_preferences_answer_what_was_offered_once_and_come_before_facts():
+    user = scripted(preferences={"when": r"store credit", "reply": "I'd rather have a refund to my card."})
+    assert said(user, "Would you like store credit? And what is your order id?", "Store credit, then?") == [
+        "I'd rather have a refund to my card.", SPEC["default"]]
+
+
+def test_the_user_insists_after_a_refusal_as_many_times_as_the_spec_says():
+    user = scripted(insist=[{"when": r"can(no|')t", "reply": "Please, I really need it recorded.", "times": 2}])
+    assert said(user, "Sorry, I can't do that.", "I cannot do that.", "I can't, really.") == [
+        "Please, I really need it recorded.", "Please, I really need it recorded.", SPEC["default"]]
+
+
+@pytest.mark.parametrize("style, expect", [
+    ("plain", "Thank you, I am sure: it's W-48213."), ("lowercase", "thank you, i am sure: it's W-48213."),
+    ("terse", "I am sure: it's W-48213."), ("casual", "Thanks, I'm sure: it's W-48213"),
+    ("formal", "Thank you, I am sure: it is W-48213."), ("like a pirate", "Thank you, I am sure: it's W-48213.")])
+def test_a_style_rewrites_what_the_user_says_but_never_a_fact_value(style, expect):
+    fact = {**SPEC["facts"][0], "reply": f"Thank you, I am sure: it's {ORDER}."}
+    user = scripted(facts=[fact], style=style)
+    assert said(user, "Your order id?") == [expect]
+    yes, no = said(scripted(style=style, consent=[{"when": "cancel", "answer": "no"}]),
+                   "Shall I proceed?", "Shall I cancel it?")
+    assert (dialogue.agreement(yes), dialogue.agreement(no)) == ("yes", "no")  # still read as yes and no
+
+
+def test_the_llm_user_prompt_carries_every_behaviour_of_the_spec():
+    spec = packmod.UserSpec.model_validate({
+        **SPEC, "style": "casual, lots of typos",
+        "facts": [{**SPEC["facts"][0], "asks": 2, "wrong": "W-48231"}],
+        "consent": [{"when": "cancel", "answer": "no", "reply": "No way."},
+                    {"when": "record", "regret": "Wait, no, don't."}],
+        "preferences": {"when": "store credit", "reply": "Refund to my card."},
+        "insist": {"when": "cannot", "reply": "Please do it.", "times": 3}, "opening": "Hey, I need help."})
+    text = user_system_prompt(spec)
+    for part in ("casual, lots of typos", "second time the agent asks", "say W-48231 by mistake", ORDER,
+                 "/cancel/: answer no", "No way.", "take it back: \"Wait, no, don't.\"", "/store credit/",
+                 "Refund to my card.", "up to 3 time(s)", "Please do it.", "Hey, I need help.", STOP_MARKER):
+        assert part in text, part
+
+
+# ---------------------------------------------------------------- pack-level defaults and the agent speaking first
+
+
+DEFAULTS = {"stop": [r"\brecorded\b"], "closing": "Cheers!", "style": "formal",
+            "rules": [{"when": r"\bname\b", "reply": "I'd rather not say."}]}
+
+
+def write_pack(base: packmod.Pack, dest, tasks: list[dict], **manifest) -> packmod.Pack:
+    """A pack written as a hand-made one is: pack.json and tasks.jsonl as given (then loaded)."""
+    import shutil
+
+    shutil.copytree(base.root, dest)
+    doc = json.loads((dest / "pack.json").read_text())
+    (dest / "pack.json").write_text(json.dumps({**doc, **manifest}))
+    (dest / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    return packmod.load(dest)
+
+
+def task_doc(**over) -> dict:
+    doc = json.loads(user_task().model_dump_json(exclude_none=True))
+    return {**doc, **over}
+
+
+def test_pack_user_defaults_are_merged_under_each_task_and_saved_back_sparse(pack, tmp_path):
+    sparse = {"goal": SPEC["goal"], "facts": SPEC["facts"]}
+    p = write_pack(pack, tmp_path / "p", [task_doc(user=sparse), task_doc(id="own", user={**sparse, "closing": "Bye."}),
+                                          json.loads(pack.task("tiny-0").model_dump_json())], user=DEFAULTS)
+    merged, own = p.task("user-0").user, p.task("own").user
+    assert (merged.closing, merged.style, merged.stop, merged.rules[0].reply) == ("Cheers!", "formal", DEFAULTS["stop"],
+                                                                                "I'd rather not say.")
+    assert own.closing == "Bye." and p.task("tiny-0").user is None  # the task wins; no user stays no user
+    env = PackEnv(p)
+    try:
+        env.reset(options={"task_id": "user-0"})
+        assert env.step("All recorded.")[0] == "" and env.unwrapped._episode.messages[-1]["content"] == "Cheers!"
+    finally:
+        env.close()
+    saved = packmod.save(p, tmp_path / "saved")
+    lines = [json.loads(x) for x in (saved.root / "tasks.jsonl").read_text().splitlines()]
+    assert set(lines[0]["user"]) == {"goal", "facts"} and lines[1]["user"]["closing"] == "Bye."
+    assert [t.user for t in saved.tasks] == [t.user for t in p.tasks]
+    for bad, where in (({"colour": "red"}, "unknown UserSpec field"), ({"stop": ["("]}, "not a valid regular")):
+        with pytest.raises(PackError, match=f"pack.json: user: .*{where}"):
+            write_pack(pack, tmp_path / f"bad-{len(where)}", [task_doc()], user=bad)
+
+
+def test_a_pack_without_the_new_user_fields_is_written_as_before_they_existed(pack):
+    """Fields at their defaults are not written, so such packs keep their bytes and content hash."""
+    line = json.loads((pack.root / "tasks.jsonl").read_text().splitlines()[-1])
+    assert set(line["user"]) == {"goal", "persona", "facts", "rules", "default", "stop", "closing"}
+    assert set(line["user"]["facts"][0]) == {"name", "value", "ask", "reply"}
+    assert not {"user", "agent_first", "greeting"} & set(json.loads((pack.root / "pack.json").read_text()))
+    spec = packmod.UserSpec.model_validate({**SPEC, "style": "terse"})
+    assert packmod.UserSpec.model_validate(spec.model_dump()) == spec and spec.model_dump()["style"] == "terse"
+
+
+GREETING = "Hello, this is the records desk. How can I help?"
+
+
+def agent_first_pack(pack, dest, **user) -> packmod.Pack:
+    return write_pack(pack, dest, [task_doc(prompt=[{"role": "system", "content": "Records desk, be brief."}],
+                                            user={**SPEC, "opening": OPENING, **user})],
+                      agent_first=True, greeting=GREETING)
+
+
+def test_the_agent_speaks_first_and_the_user_opens_from_its_spec(pack, tmp_path):
+    p = agent_first_pack(pack, tmp_path / "p")
+    env = PackEnv(p)
+    try:
+        obs, info = env.reset(options={"task_id": "user-0"})
+        assert obs == OPENING
+        assert info["messages"][1:] == [{"role": "assistant", "content": GREETING}, {"role": "user", "content": OPENING}]
+        assert info["conversation"] == [{"role": "assistant", "content": GREETING, "turn": 0},
+                                        {"role": "user", "content": OPENING, "turn": 0}]
+        assert "Records desk" in info["messages"][0]["content"] and ORDER not in json.dumps(info)
+        t = rollout(env, make_policy("oracle"), task_id="user-0")
+        assert (t.reward, t.user_turns) == (1.0, 2)
+    finally:
+        env.close()
+    sbx = open_sandbox(p, "local")
+    try:
+        task = p.task("user-0")
+        ep = replay(sbx, task, task.reference.calls, task.reference.answer, task.reference.messages)
+    finally:
+        sbx.close()
+    assert ep.verdict.reward == 1.0 and ep.messages[:2] == [{"role": "assistant", "content": GREETING, "turn": 0},
+                                                           {"role": "user", "content": OPENING, "turn": 0}]
+
+
+def test_prompts_that_cannot_start_an_episode_fail_loading(pack, tmp_path):
+    with pytest.raises(PackError, match=r"tasks.jsonl:1: prompt: .*agent_first.*only system messages"):
+        write_pack(pack, tmp_path / "a", [task_doc(user={**SPEC, "opening": OPENING})], agent_first=True)
+    with pytest.raises(PackError, match=r"tasks.jsonl:1: user.opening: missing"):
+        write_pack(pack, tmp_path / "b", [task_doc(prompt=[])], agent_first=True)
+    with pytest.raises(PackError, match=r"tasks.jsonl:1: prompt: no user message.*or set agent_first"):
+        write_pack(pack, tmp_path / "c", [task_doc(prompt=[{"role": "system", "content": "Be brief."}])])
+    assert write_pack(pack, tmp_path / "d", [task_doc(prompt=[])], agent_first=True,
+                      user={"opening": OPENING}).task("user-0").user.opening == OPENING
+
+
+def test_an_llm_user_writes_its_own_opening_after_the_greeting(pack, tmp_path):
+    p = agent_first_pack(pack, tmp_path / "p", facts=[{**SPEC["facts"][0], "asks": 2}])
+
+    def responder(body):
+        last = body["messages"][-1]["content"]
+        if last == GREETING:
+            return Reply(content="hey, I want an order put on record")
+        return Reply(content=f"Fine. {STOP_MARKER}" if "recorded" in last else f"It is {ORDER}.")
+
+    with FakeLLM(responder) as llm:
+        env = PackEnv(p, user=f"openai:sim?base_url={llm.url}")
+        try:
+            obs, info = env.reset(options={"task_id": "user-0"})
+            assert obs == "hey, I want an order put on record"
+            assert env.step(ASK)[0] == f"It is {ORDER}."
+        finally:
+            env.close()
+        bodies = [r.body for r in llm.log]
+    first = bodies[0]["messages"]
+    assert [m["role"] for m in first] == ["system", "user"] and first[1]["content"] == GREETING
+    assert "second time the agent asks" in first[0]["content"] and OPENING in first[0]["content"]
+    assert bodies[1]["messages"][1:] == [{"role": "user", "content": GREETING},
+                                         {"role": "assistant", "content": "hey, I want an order put on record"},
+                                         {"role": "user", "content": ASK}]
+
+
+def test_a_trl_dataset_of_an_agent_first_pack_shows_the_greeting_and_the_opening(pack, tmp_path):
+    pytest.importorskip("datasets", reason="the rl extra (datasets) is not installed")
+    from envgen.rl.env import environment_class, pack_dataset
+
+    p = agent_first_pack(pack, tmp_path / "p", style="lowercase")
+    row = pack_dataset(p)[0]
+    assert row["prompt"][1:] == [{"role": "assistant", "content": GREETING},
+                                 {"role": "user", "content": OPENING.lower()}]
+    env = environment_class(p)()
+    try:
+        env.reset(**row)
+        assert env.message_user(message=ASK) == f"it's {ORDER}."
+        assert [m["content"] for m in env._episode.messages[:2]] == [GREETING, OPENING.lower()]
+    finally:
+        env._close()

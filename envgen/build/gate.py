@@ -380,7 +380,7 @@ def never_asked(task: Task) -> Iterator[tuple[str, Probe | str]]:
     """The reference with every hidden fact of the user replaced by a wrong value where it reaches a call or
     the answer, and no message to the user."""
     assert task.user is not None
-    opening = " ".join(m.content for m in task.prompt)
+    opening = " ".join([*(m.content for m in task.prompt), task.user.opening or ""])  # what the agent is told
     ref = task.reference
     text = json.dumps([c.model_dump() for c in ref.calls], ensure_ascii=False) + "\n" + ref.answer
     rng = random.Random(f"{task.id}:never-asked")

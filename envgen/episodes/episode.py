@@ -10,10 +10,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..pack.format import Pack, ReferenceMessage, Task, ToolCall
+from ..pack.format import DEFAULT_GREETING, Pack, ReferenceMessage, Task, ToolCall, agent_speaks_first
 from ..sandbox import Sandbox, ToolResult, Verdict
 from .arguments import ArgumentChecker
-from .users import make_user
+from .users import ScriptedUser, User, make_user
 
 
 def argument_checker(pack: Pack) -> ArgumentChecker:
@@ -84,6 +84,19 @@ class Episode:
         return time.monotonic() - self.started
 
 
+def opening(pack: Pack, task: Task, user: User | None = None) -> list[dict[str, str]]:
+    """The conversation before the agent's first turn, as ``{role, content}`` messages: the task's user messages;
+    or, in a user task of a pack whose agent speaks first (``Manifest.agent_first``), the pack's greeting as the
+    agent's message and the user's opening (``user.opening``: the spec's ``opening``, or an LLM user's own;
+    without ``user``, the spec's). Every path that starts a conversation (PackEnv, the TRL environment, the
+    reference replay) starts it here, so they agree on who speaks first."""
+    if not agent_speaks_first(pack.manifest, task):
+        return [{"role": "user", "content": m.content} for m in task.prompt if m.role == "user"]
+    convo = [{"role": "assistant", "content": pack.manifest.greeting or DEFAULT_GREETING}]
+    user = user if user is not None else ScriptedUser(task.user)
+    return convo + [{"role": "user", "content": user.opening(list(convo))}]
+
+
 def reference_plan(calls: list[ToolCall], messages: list[ReferenceMessage] | None = None) -> list[ToolCall | str]:
     """The reference as one step per turn: each of ``messages`` (text to the user) before the call its ``after``
     names, the calls in order; the final answer is not included."""
@@ -107,9 +120,9 @@ def replay(sandbox: Sandbox, task: Task, calls: list[ToolCall], answer: str,
     user = None
     if task.user is not None:
         user = make_user(task.user, user_model)
-    conversation = [{"role": m.role, "content": m.content} for m in task.prompt if m.role == "user"]
+    conversation = opening(sandbox.pack, task, user)
     for m in conversation:
-        ep.record_message("user", m["content"], 0)
+        ep.record_message(m["role"], m["content"], 0)
 
     def say(text: str, turn: int) -> None:
         ep.record_message("assistant", text, turn)

@@ -1,7 +1,8 @@
 """PackEnv: a pack as a Gymnasium environment, registered as ``envgen/Pack-v0``.
 
-One episode is one task. The observation is text (the user prompt at reset, then the results of the
-tool calls the last action made); the action is the assistant's message (OpenAI JSON or raw model
+One episode is one task. The observation is text (the user prompt at reset, or in a user task of a pack
+whose agent speaks first, ``Manifest.agent_first``, the user's opening after the pack's greeting, both in
+``info["messages"]``; then the results of the tool calls the last action made); the action is the assistant's message (OpenAI JSON or raw model
 text, see ``envgen.episodes.actions``). A message without tool calls is the final answer: the verifier runs
 once and its reward ends the episode (``terminated``); in a task with a simulated user (``Task.user``) it goes
 to the user instead, whose reply is the observation, until the user ends the conversation (then the
@@ -43,11 +44,12 @@ from gymnasium.vector.utils import (
 )
 
 from .actions import PARSE_FORMATS, canonical_format, parse_action
-from .episode import Episode
+from .episode import Episode, opening
 from .prompt import DEFAULT_SYSTEM_PROMPT, agent_prompt, episode_rules
 from .users import parse_user_model, make_user
 from ..errors import ActionError, InputError
 from ..llm.judge import JudgedSandbox, make_judge
+from ..pack.format import agent_speaks_first
 from ..pack.resolve import open_pack
 from ..sandbox import check_backend, open_sandbox
 
@@ -373,15 +375,16 @@ class PackEnv(gymnasium.Env[str, Any]):
         self._task = task
         self._tools = self.pack.tools_for(task)
         prompt = agent_prompt(self.pack, task, episode_rules(task, self.system_prompt))
-        self._messages = prompt
         self._user = make_user(task.user, self.user_model) if task.user is not None else None
-        self._conversation = [{"role": "user", "content": m["content"]} for m in prompt if m["role"] == "user"]
+        self._conversation = opening(self.pack, task, self._user)
+        self._messages = prompt + ([dict(m) for m in self._conversation]
+                                   if agent_speaks_first(self.pack.manifest, task) else [])
         for m in self._conversation:
-            self._episode.record_message("user", m["content"], 0)
+            self._episode.record_message(m["role"], m["content"], 0)
         self._counters = {"turns": 0, "tool_calls": 0, "invalid_actions": 0, "tool_errors": 0, "user_turns": 0}
         self._last_details = None
         self._done = False
-        obs = "\n\n".join(m["content"] for m in prompt if m["role"] == "user")
+        obs = "\n\n".join(m["content"] for m in self._conversation if m["role"] == "user")
         return clip(obs, self.max_text), self._info()
 
     def step(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:

@@ -24,10 +24,11 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, ClassVar, Iterable, Literal
 
 import jsonschema
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, SerializationInfo, ValidationError, field_validator,
+                      model_serializer, model_validator)
 
 from ..errors import PackError
 from ..paths import cache_dir
@@ -46,6 +47,27 @@ that still leaves most of a model's context to the episode."""
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+EVERY_FIELD = {"every_field": True}
+"""``model_dump(context=EVERY_FIELD)`` also dumps the ``_SparseModel`` fields left at their defaults."""
+
+
+class _SparseModel(_Model):
+    """A model whose fields added after packs were first written (``_sparse``) are dumped only when they differ
+    from their defaults, so a pack that does not use them is written, and hashed, as before they existed."""
+
+    _sparse: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _leave_out_defaults(self, handler, info: SerializationInfo) -> dict[str, Any]:
+        out = handler(self)
+        if not (info.context or {}).get("every_field"):
+            fields = type(self).model_fields
+            for k in self._sparse:
+                if k in out and out[k] == fields[k].get_default(call_default_factory=True):
+                    del out[k]
+        return out
 
 
 class ToolCall(_Model):
@@ -266,8 +288,10 @@ def _regex(value: str, where: str) -> str:
     return value
 
 
-class UserFact(_Model):
+class UserFact(_SparseModel):
     """Something the simulated user knows and tells only when asked."""
+
+    _sparse: ClassVar[tuple[str, ...]] = ("asks", "withheld", "wrong")
 
     name: str = Field(min_length=1)
     value: str
@@ -276,11 +300,25 @@ class UserFact(_Model):
     None: the scripted user never tells it (an LLM user still may, when asked)."""
     reply: str | None = None
     """Scripted user: what it says when asked (default ``My <name> is <value>.``)."""
+    asks: int = Field(1, ge=1)
+    """The fact is told only the ``asks``-th time the agent asks for it; before that the user says ``withheld``
+    (tau2's "only give it if asked twice")."""
+    withheld: str = "I'm not sure, let me check."
+    """What the user says while it still holds the fact back (see ``asks``)."""
+    wrong: str | None = None
+    """A wrong value the user gives the first time it tells the fact (in ``reply``, ``value`` is replaced by it);
+    the right one comes the next time the agent asks, or as soon as the agent says the value does not match."""
 
     @field_validator("ask")
     @classmethod
     def _ask(cls, v: str | None) -> str | None:
         return v if v is None else _regex(v, "ask")
+
+    @model_validator(mode="after")
+    def _wrong_differs(self) -> UserFact:
+        if self.wrong is not None and self.wrong == self.value:
+            raise ValueError(f"wrong: {self.wrong!r} is the right value; give the mistaken one the user says first")
+        return self
 
 
 class UserRule(_Model):
@@ -297,13 +335,74 @@ class UserRule(_Model):
         return _regex(v, "when")
 
 
-class UserSpec(_Model):
+class UserConsent(_Model):
+    """Scripted user: how it answers a consent question (one ``envgen_verifiers.dialogue.asks_agreement``
+    recognises: "Shall I proceed?", "Is that OK with you?") whose message matches ``when``."""
+
+    when: str
+    """Regex (case-insensitive search) on the agent's message that asks, i.e. on its description of the action."""
+    answer: Literal["yes", "no"] = "yes"
+    reply: str | None = None
+    """What the user says (default: ``AGREE`` for yes, ``DECLINE`` for no)."""
+    regret: str | None = None
+    """After a yes: the user's NEXT message is this text, taking the agreement back ("Actually, wait...")."""
+
+    @field_validator("when")
+    @classmethod
+    def _when(cls, v: str) -> str:
+        return _regex(v, "when")
+
+
+class UserPreference(_Model):
+    """Scripted user: a conditional answer, ``reply`` when the agent's message matches ``when`` (what the agent
+    offered); each is used once, and preferences are checked before consent and facts."""
+
+    when: str
+    reply: str
+
+    @field_validator("when")
+    @classmethod
+    def _when(cls, v: str) -> str:
+        return _regex(v, "when")
+
+
+class UserInsist(_Model):
+    """Scripted user: when the agent's message matches ``when`` (a refusal), say ``reply``, at most ``times``
+    times; after that the refusal is answered as any other message."""
+
+    when: str
+    reply: str
+    times: int = Field(1, ge=1)
+
+    @field_validator("when")
+    @classmethod
+    def _when(cls, v: str) -> str:
+        return _regex(v, "when")
+
+
+USER_STYLES = ("plain", "terse", "casual", "formal", "lowercase")
+"""Writing styles the scripted user applies to what it says (``UserSpec.style``); fact values are kept as they
+are. Any other text is a free-form style for an LLM user, which the scripted user writes as ``plain``."""
+
+AGREE = "Yes, please go ahead."
+DECLINE = "No, please don't do that."
+
+
+def _one_or_many(v: Any) -> Any:
+    return [v] if isinstance(v, dict) else v
+
+
+class UserSpec(_SparseModel):
     """A task's simulated user (hidden: a task field the agent never sees, like ``reference``).
 
-    ``goal``, ``persona`` and ``facts`` make an LLM user's system prompt; ``rules``, the facts' ``ask``
-    patterns, ``default``, ``stop`` and ``closing`` drive the scripted user (``envgen.episodes.users``).
+    ``goal``, ``persona``, ``facts``, ``consent``, ``preferences``, ``insist`` and ``style`` make an LLM user's
+    system prompt; ``rules``, the facts' ``ask`` patterns, ``consent``, ``preferences``, ``insist``, ``style``,
+    ``default``, ``stop``, ``closing`` and ``opening`` drive the scripted user (``envgen.episodes.users``, where
+    the order in which they are tried is documented). A pack may hold defaults for all of these in
+    ``Manifest.user``.
     """
 
+    _sparse: ClassVar[tuple[str, ...]] = ("consent", "preferences", "insist", "style", "opening")
     goal: str = Field(min_length=1)
     """What the user wants from the conversation, in the user's terms."""
     persona: str = ""
@@ -318,11 +417,37 @@ class UserSpec(_Model):
     closing: str = "Thank you, that's all I needed."
     max_replies: int | None = Field(None, ge=1)
     """The user ends the conversation with its reply number ``max_replies`` (any user kind)."""
+    consent: list[UserConsent] = Field(default_factory=list)
+    """Answers to consent questions, first match wins; a consent question no entry matches is answered
+    ``AGREE`` (the user agrees to what it asked for)."""
+    preferences: list[UserPreference] = Field(default_factory=list)
+    """Conditional answers to what the agent offers (a single object is read as a list of one)."""
+    insist: list[UserInsist] = Field(default_factory=list)
+    """Repeated requests after a refusal (a single object is read as a list of one)."""
+    style: str = "plain"
+    """How the user writes: one of ``USER_STYLES`` (applied by the scripted user), or free text an LLM user
+    is asked to follow."""
+    opening: str | None = None
+    """The user's first message in a pack whose agent speaks first (``Manifest.agent_first``): the scripted
+    user says it, and TRL datasets show it; an LLM user writes its own opening from this spec instead. Unused
+    when the task's prompt holds the opening."""
 
     @field_validator("stop")
     @classmethod
     def _stop(cls, v: list[str]) -> list[str]:
         return [_regex(x, f"stop[{i}]") for i, x in enumerate(v)]
+
+    @field_validator("preferences", "insist", mode="before")
+    @classmethod
+    def _listed(cls, v: Any) -> Any:
+        return _one_or_many(v)
+
+    @field_validator("style")
+    @classmethod
+    def _style(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError(f"empty; use one of {', '.join(USER_STYLES)} or describe the style in words")
+        return v
 
     @model_validator(mode="after")
     def _unique_facts(self) -> UserSpec:
@@ -332,11 +457,28 @@ class UserSpec(_Model):
         return self
 
 
+_USER_DEFAULTS = {k: f.get_default(call_default_factory=True) for k, f in UserSpec.model_fields.items()
+                  if not f.is_required()}
+"""What a UserSpec field holds when a spec leaves it out (every default is already JSON: str, list, int or None)."""
+
+
+def merge_user(defaults: dict[str, Any] | None, user: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A task's ``user`` with the pack's defaults (``Manifest.user``) under it: field by field at the top level,
+    the task's field replacing the pack's whole (a task's ``facts`` replace the pack's list, they are not
+    appended). A task without ``user`` stays without one: the defaults never make a task conversational."""
+    if user is None or not defaults:
+        return user
+    return {**defaults, **user}
+
+
 class Task(_Model):
     """One task of a pack (one line of tasks.jsonl)."""
 
     id: str = Field(min_length=1)
-    prompt: list[Message] = Field(min_length=1)
+    prompt: list[Message]
+    """The task's opening messages: system messages (what this task adds to the pack's instructions), then at
+    least one user message; in a pack whose agent speaks first (``Manifest.agent_first``) a user task's prompt
+    holds only system messages (possibly none), since its user opens from its spec. Checked by ``check_prompt``."""
     tools: list[str] | None = None
     """Tool names the agent may use; None means every tool of the pack."""
     verifier: Verifier
@@ -348,7 +490,8 @@ class Task(_Model):
     user: UserSpec | None = None
     """The simulated user of a conversational task (hidden from the agent, like ``reference``): a message
     without a tool call goes to this user, whose reply is the next observation. None: no user; such a
-    message is the final answer."""
+    message is the final answer. In tasks.jsonl it may give only what differs from the pack's ``Manifest.user``
+    (``merge_user``); loaded, it is the whole spec."""
 
     @model_validator(mode="after")
     def _difficulty_covers_reference(self) -> Task:
@@ -431,8 +574,10 @@ class Provenance(_Model):
     created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
-class Manifest(_Model):
+class Manifest(_SparseModel):
     """pack.json."""
+
+    _sparse: ClassVar[tuple[str, ...]] = ("user", "agent_first", "greeting")
 
     schema_version: int = SCHEMA_VERSION
     name: str = Field(min_length=1)
@@ -448,6 +593,16 @@ class Manifest(_Model):
     user_model: str | None = None
     """The default simulated user for the pack's user tasks: ``scripted`` (None means the same) or
     ``openai:MODEL[?base_url=..&temperature=..]`` (any OpenAI-compatible endpoint); a run may override it."""
+    user: dict[str, Any] | None = None
+    """Defaults for every user task's ``user`` spec (any ``UserSpec`` fields, e.g. ``stop``, ``closing``,
+    ``consent``, ``style``), so tasks carry only what differs: ``merge_user`` puts them under each task's
+    ``user`` field by field, the task's fields winning. Tasks without ``user`` are unaffected."""
+    agent_first: bool = False
+    """The agent speaks first in user tasks (tau2's convention): the episode starts with ``greeting`` as the
+    agent's message and the user's opening from its spec (``UserSpec.opening``; an LLM user writes its own),
+    so a user task's prompt holds no user message and the agent never sees the hidden spec."""
+    greeting: str | None = None
+    """The agent's first message when ``agent_first`` (None: ``DEFAULT_GREETING``)."""
     tools: list[ToolSchema]
     submit_tool: str | None = None
     """The tool that hands in the agent's result, if the family has one (the red-team drops it for 'empty')."""
@@ -468,6 +623,29 @@ class Manifest(_Model):
     def _user_model(cls, v: str | None) -> str | None:
         if v is not None and not (v == "scripted" or (v.startswith("openai:") and len(v) > len("openai:"))):
             raise ValueError(f"{v!r}: expected 'scripted' or 'openai:MODEL[?base_url=..]'")
+        return v
+
+    @field_validator("user")
+    @classmethod
+    def _user_defaults(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is None:
+            return v
+        unknown = sorted(set(v) - set(UserSpec.model_fields))
+        if unknown:
+            raise ValueError(f"unknown UserSpec field(s) {', '.join(unknown)} (known: "
+                             f"{', '.join(UserSpec.model_fields)})")
+        try:
+            spec = UserSpec.model_validate({"goal": "(the task's)", **v})
+        except ValidationError as e:
+            raise ValueError(_first_error(e)) from None
+        full = spec.model_dump(mode="json", context=EVERY_FIELD)
+        return {k: full[k] for k in v}  # normalised: what a task's spec holds for the same value
+
+    @field_validator("greeting")
+    @classmethod
+    def _greeting(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("empty; leave the field out for the default greeting")
         return v
 
     @field_validator("instructions")
@@ -494,6 +672,33 @@ class Manifest(_Model):
     @property
     def tool_names(self) -> list[str]:
         return [t.name for t in self.tools]
+
+
+DEFAULT_GREETING = "Hi! How can I help you today?"
+"""The agent's first message in a pack whose agent speaks first, unless ``Manifest.greeting`` sets one."""
+
+
+def agent_speaks_first(manifest: Manifest, task: Task) -> bool:
+    """Whether ``task``'s episode opens with the agent's greeting (a user task of an ``agent_first`` pack)."""
+    return manifest.agent_first and task.user is not None
+
+
+def check_prompt(manifest: Manifest, task: Task) -> str | None:
+    """Why ``task``'s prompt cannot start an episode of this pack (None: it can). The agent must get a user
+    message to answer, unless it speaks first, and then the opening must come from the user spec alone."""
+    roles = [m.role for m in task.prompt]
+    if agent_speaks_first(manifest, task):
+        if any(r != "system" for r in roles):
+            return ("prompt: the pack's agent speaks first (agent_first), so a user task's prompt holds only "
+                    "system messages; move the user's opening into user.opening")
+        if task.user.opening is None or not task.user.opening.strip():
+            return ("user.opening: missing; the pack's agent speaks first (agent_first) and the scripted user "
+                    "needs its first message (write it in the task's user, or in pack.json's user)")
+        return None
+    if "user" not in roles:
+        return ("prompt: no user message, so the agent has nothing to answer; add one"
+                + (", or set agent_first in pack.json" if task.user is not None else ""))
+    return None
 
 
 class Pack:
@@ -589,16 +794,18 @@ def load(path: str | os.PathLike) -> Pack:
             if not line.strip():
                 continue
             try:
-                task = Task.model_validate_json(line)
+                raw = json.loads(line)
+            except json.JSONDecodeError as je:
+                raise PackError(f"{tpath}:{lineno}: invalid JSON: {je.msg} (column {je.colno})") from None
+            if manifest.user and isinstance(raw, dict) and isinstance(raw.get("user"), dict):
+                raw["user"] = merge_user(manifest.user, raw["user"])
+            try:
+                task = Task.model_validate(raw)
             except ValidationError as e:
-                err = e.errors()[0]
-                if err["type"] == "json_invalid":
-                    try:
-                        json.loads(line)
-                    except json.JSONDecodeError as je:
-                        raise PackError(f"{tpath}:{lineno}: invalid JSON: {je.msg} (column {je.colno})") from None
-                    raise PackError(f"{tpath}:{lineno}: invalid JSON") from None
                 raise PackError(f"{tpath}:{lineno}: {_first_error(e)}") from None
+            problem = check_prompt(manifest, task)
+            if problem is not None:
+                raise PackError(f"{tpath}:{lineno}: {problem}")
             for i, name in enumerate(task.tools or []):
                 if name not in known:
                     raise PackError(f"{tpath}:{lineno}: tools[{i}]: unknown tool {name!r} (the pack has {sorted(known)})")
@@ -651,9 +858,11 @@ def content_hash(root: Path, manifest: Manifest) -> str:
     """
     h = hashlib.sha256()
     content = manifest.model_dump(mode="json", exclude={"version", "image", "provenance", "stats"})
-    for optional in ("instructions", "user_model"):
+    for optional in ("instructions", "user_model", "user", "greeting"):
         if content.get(optional) is None:
             content.pop(optional, None)  # a pack without them hashes as it did before the fields
+    if not content.get("agent_first"):
+        content.pop("agent_first", None)
     h.update(_canonical(content))
     tpath = root / TASKS
     if tpath.is_file():
@@ -671,8 +880,19 @@ def content_hash(root: Path, manifest: Manifest) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def _dump_tasks(tasks: list[Task]) -> str:
-    return "".join(t.model_dump_json(exclude_none=True) + "\n" for t in tasks)
+def _task_line(task: Task, defaults: dict[str, Any] | None) -> str:
+    """One tasks.jsonl line; a user spec is written without the fields equal to the pack's defaults, so that
+    ``load`` (``merge_user``) gives back the same spec."""
+    if not defaults or task.user is None:
+        return task.model_dump_json(exclude_none=True)
+    doc = json.loads(task.model_dump_json(exclude_none=True))
+    full, sparse = task.user.model_dump(mode="json", context=EVERY_FIELD), doc["user"]
+    doc["user"] = {k: sparse.get(k) for k, v in full.items() if v != defaults.get(k, _USER_DEFAULTS.get(k, ...))}
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+
+
+def _dump_tasks(tasks: list[Task], defaults: dict[str, Any] | None = None) -> str:
+    return "".join(_task_line(t, defaults) + "\n" for t in tasks)
 
 
 def save(pack: Pack, dest: str | os.PathLike, *, env_from: Path | None = None, hidden_from: Path | None = None) -> Pack:
@@ -695,7 +915,7 @@ def save(pack: Pack, dest: str | os.PathLike, *, env_from: Path | None = None, h
             shutil.copytree(hidden_src, tmp / HIDDEN, symlinks=False, ignore=skip)
         else:
             (tmp / HIDDEN).mkdir()
-        (tmp / TASKS).write_text(_dump_tasks(pack.tasks), encoding="utf-8")
+        (tmp / TASKS).write_text(_dump_tasks(pack.tasks, pack.manifest.user), encoding="utf-8")
         manifest = pack.manifest.model_copy(deep=True)
         manifest.stats = {**manifest.stats, **task_stats(pack.tasks)}
         manifest.version = content_hash(tmp, manifest)

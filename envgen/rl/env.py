@@ -31,11 +31,11 @@ from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterable, Literal, Optional, Union
 
-from ..episodes.episode import Episode
+from ..episodes.episode import Episode, opening
 from ..errors import EnvgenError, InputError
 from ..episodes.prompt import DEFAULT_SYSTEM_PROMPT, agent_prompt, episode_rules
 from ..episodes.users import make_user, parse_user_model
-from ..pack.format import Pack, Task, ToolSchema
+from ..pack.format import Pack, Task, ToolSchema, agent_speaks_first
 from ..pack.resolve import open_pack
 from ..sandbox import open_sandbox
 
@@ -208,7 +208,7 @@ class _PackEnvironment:
         self._task = self._pack.task(task_id)
         self._episode = None
         self._user = make_user(self._task.user, self._user_model) if self._task.user is not None else None
-        self._conversation = [{"role": "user", "content": m.content} for m in self._task.prompt if m.role == "user"]
+        self._conversation = opening(self._pack, self._task)  # what the dataset row shows (the spec's opening)
         self._user_done = False
         return None
 
@@ -221,9 +221,8 @@ class _PackEnvironment:
             if self._sandbox is None:
                 self._sandbox = open_sandbox(self._pack, self._backend, **self._sandbox_options)
             self._episode = Episode(self._sandbox, self._task)
-            for m in self._task.prompt:
-                if m.role == "user":
-                    self._episode.record_message("user", m.content, 0)
+            for m in self._conversation:
+                self._episode.record_message(m["role"], m["content"], 0)
         return self._episode
 
     def _message_user(self, message: str) -> str:
@@ -364,7 +363,9 @@ def pack_dataset(packs: Pack | str | Iterable[Pack | str], *, system_prompt: str
     Each prompt is what ``PackEnv`` shows the agent (``envgen.episodes.prompt.agent_prompt``): one system
     message made of the pack's ``instructions``, the task's own system message and ``system_prompt`` (envgen's
     episode rules; ``"default"``: the gym's, and for a task with a simulated user ``TRL_USER_RULES``; ``None``: no
-    rules, the pack's and task's parts stay), then the task's other messages.
+    rules, the pack's and task's parts stay), then the task's other messages. In a pack whose agent speaks first
+    (``Manifest.agent_first``), a user task's prompt ends with the pack's greeting and the spec's ``opening``: a
+    dataset is written before any rollout, so even an LLM user starts from the spec's opening there.
     """
     from datasets import Dataset
 
@@ -378,6 +379,8 @@ def pack_dataset(packs: Pack | str | Iterable[Pack | str], *, system_prompt: str
     for pack in loaded:
         for task in pack.tasks:
             prompt = agent_prompt(pack, task, episode_rules(task, system, TRL_USER_RULES))
+            if agent_speaks_first(pack.manifest, task):
+                prompt += opening(pack, task)
             row = {"prompt": prompt, "task_id": task.id, "pack": pack_key(pack)}
             if environment:
                 row["environment"] = pack_key(pack)
