@@ -80,6 +80,9 @@ def test_questions_of_fact_and_statements_are_not_consent_questions(text):
     ("Yes. Actually, no.", "no"),
     ("No thanks, leave it as it is.", "no"),
     ("I'd rather not.", "no"),
+    ("No, please keep it.", "no"),  # a "please" after a no does not start a new yes
+    ("Actually, wait, I changed my mind. Please don't record it.", "no"),
+    ("Please.", "yes"),
     ("Hmm, what's the fee?", None),
     ("OK, but what's the fee?", None),
     ("I'm not sure.", None),

@@ -64,13 +64,14 @@ def _run(sbx, task, messages):
 
 @pytest.mark.parametrize("kind", ["cancel", "return"])
 def test_a_consent_question_in_plain_words_scores_one(pack, sbx, kind):  # noqa: F811
-    """"Is that OK with you?" answered "Yes.": the change is described and agreed to, whatever the words."""
+    """"Is that OK with you?": the scripted customer reads it as a consent question and agrees; the change is
+    described and agreed to, whatever the words."""
     task = first(pack, kind)
     msgs = list(task.reference.messages)
     i = _consent(task)
     msgs[i] = ReferenceMessage(after=msgs[i].after, content=msgs[i].content.replace(
         "To confirm: I", "I").replace("Shall I proceed?", "Is that OK with you?"))
-    v = _run(sbx, *_with(task, msgs, [{"when": r"ok with you\?", "reply": "Yes."}]))
+    v = _run(sbx, task, msgs)
     assert v.reward == 1.0, v.details
 
 

@@ -136,7 +136,7 @@ _UNSURE = re.compile(r"\b(?:not\s+(?:sure|certain)|unsure|don['\u2019]?t\s+know|
 _NO = re.compile(
     r"\b(?:no|nope|nah|nay|negative|stop|decline|declined|refuse)\b|"
     r"\b(?:please\s+)?(?:don['\u2019]?t|do\s+not)(?:\s+(?:do|go|proceed|continue|cancel|change|make|touch|return|"
-    r"exchange|modify|update|book|process|submit|transfer|want|need|bother|it|that|this)\b|\s*[.!,]|\s*$)|"
+    r"exchange|modify|update|book|process|submit|transfer|want|need|bother|record|keep|charge|refund|send|ship|apply|remove|delete|it|that|this)\b|\s*[.!,]|\s*$)|"
     r"\b(?:i|we)\s+(?:do\s+not|don['\u2019]?t)\s+(?:want|wish|need|agree|approve|consent)\b|"
     r"\bchanged?\s+my\s+mind\b|\bnever\s*mind\b|\b(?:i['\u2019]?d|i\s+would)\s+rather\s+(?:not|"
     r"you\s+didn['\u2019]?t)\b|"
@@ -154,7 +154,7 @@ _YES = re.compile(
     r"let['\u2019]?s\s+(?:do\s+it|go|proceed)|"
     r"i\s+(?:agree|approve|consent|accept|confirm|authori[sz]e)|confirmed|agreed|approved|fine\s+(?:by|with)\s+me|"
     r"(?:that|this|it)(?:['\u2019]?s|\s+is)\s+(?:right|correct|fine|ok|okay|good|great|perfect|alright))\b|"
-    r"^\W*(?:(?:oh|well|um+|hm+|yes|great)\W+)?(?:correct|right|fine|perfect|great|confirm|please)\b",
+    r"^\W*(?:(?:oh|well|um+|hm+|yes|great)\W+)?(?:correct|right|fine|perfect|great|confirm|please\s*(?:[.!]|$))",
     re.I)
 """Agreeing ("Yes, please go ahead.", "Sure.", "OK, do it", "That's fine"); words that also occur in other
 statements ("correct", "fine", "please") only at the start of the reply ("Correct.", but not "the correct
@@ -177,8 +177,8 @@ def agreement(text: str) -> str | None:
         asks = sentence.rstrip().endswith("?")
         found = [m for m in _NO.finditer(masked) if not (asks and m.group().strip().lower() == "no")]
         noes += [pos + m.start() for m in found]
-        for m in found:
-            masked = masked[:m.start()] + " " * (m.end() - m.start()) + masked[m.end():]
+        for m in found:  # a word character: a "No" taken out does not make what follows a sentence's start
+            masked = masked[:m.start()] + "_" * (m.end() - m.start()) + masked[m.end():]
         if not asks:
             yeses += positive + [pos + m.start() for m in _YES.finditer(masked)]
         pos += len(sentence)

@@ -311,9 +311,6 @@ def _identity_facts(o: dict, zip_code: str | None = None) -> list[dict]:
              "reply": f"The order number is {o['id']}."}]
 
 
-CONFIRM = {"name": "confirmation", "value": "yes", "ask": r"proceed|go ahead|confirm|shall i|should i",
-           "reply": "Yes, please go ahead."}
-
 
 def draw(shop: Shop, kind: str, rng: random.Random) -> dict:
     """The task's spec: what the customer wants, what they know, and what the right outcome is."""
@@ -407,7 +404,7 @@ def draw(shop: Shop, kind: str, rng: random.Random) -> dict:
     spec.update(order=o["id"], customer=o["customer_id"], name=o["name"], email=o["email"],
                 zip=spec.get("wrong_zip") or o["czip"], tracking=o["tracking_number"], total=o["total_cents"],
                 pm=o["payment_method_id"])
-    spec["facts"] = _identity_facts(o, spec.get("wrong_zip")) + spec.get("facts", []) + [CONFIRM]
+    spec["facts"] = _identity_facts(o, spec.get("wrong_zip")) + spec.get("facts", [])
     return spec
 
 
