@@ -574,10 +574,10 @@ def judge(fact: dict, said: list[tuple[object, str]]) -> tuple[bool, str, int]:
         s, e = _clause(canon, x.span)
         clause = canon[s:e]
         unit = canon.strip()
-        if (same_class and _ALTERNATIVE.search(clause)) or (about and _UNSURE.search(canon)):
+        if ((same_class or about) and _ALTERNATIVE.search(clause)) or (about and _UNSURE.search(canon)):
             return False, (f"a second candidate value, {x.value}, is offered for it "
                            f"({unit[:90]!r}): one value is asked for"), -1
-        if about and (x.cls != "name" or words):
+        if about and (x.cls != "name" or words or _RETRACTION.search(canon)):
             if not same_class and x.cls != "name":
                 continue
             events.append(_Event(where, "rival", unit, value=x.value, marked=marked))
