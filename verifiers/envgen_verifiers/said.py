@@ -115,7 +115,7 @@ of for to in on at by with from as about into onto per than like around roughly 
 or either and plus alternatively otherwise another other else instead rather actually sorry apologies apologize
 correction corrected wrong mistake meant update updated clarify system systems record records data file files
 shows show showing shown says say said lists listed list displays displayed see seeing appears appear seems seem
-looks look amount amounts value values figure figures number numbers sum total totals balance dollars dollar usd
+looks look amount amounts value values figure figures number numbers sum dollars dollar usd
 eur euros euro pounds cents let check checking double verifying verify looking into sure unsure think believe
 guess possibly perhaps maybe probably likely may might correct right im ive ill id youre thats whats theres heres
 isnt wasnt arent werent dont doesnt didnt cant couldnt wont wouldnt shouldnt hasnt havent hadnt fine please note
