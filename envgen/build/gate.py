@@ -611,7 +611,9 @@ def _said_probes(task: Task, text: str, a: int, b: int, kind: str, wrong: list[s
     as "shipped", with no candidates) does not meet ``restated``."""
     ref = task.reference
     unit = text[a - 1] if a and text[a - 1] in "$\u20ac\u00a3#" else ""
-    right, other = unit + text[a:b], unit + wrong[0]
+    after = re.match(r"\s*(?:[\u20ac$\u00a3]|(?:euros?|dollars?|usd|eur|gbp|%)(?!\w))", text[b:], re.I)
+    tail = after.group() if kind == "number" and after else ""
+    right, other = unit + text[a:b] + tail, unit + wrong[0] + tail
     known = kind == "number" or right[:1].isupper() or re.search(r"\d", right) or wrong[0] in [
         str(c) for f in _said_facts(task) for c in f.get("candidates") or []]
     end = text.rstrip() + "\n"

@@ -318,10 +318,11 @@ def _exact_mentions(fact: dict, text: str) -> list[_Mention]:
     gold_keys = {k for k in (_digit_split(_answer.name_key(str(g), accents)) for g in golds) if k}
     sib_keys = {k for s in fact.get("siblings") or [] for g in [s["expected"], *s.get("aliases", [])]
                 for k in [_digit_split(_answer.name_key(str(g), accents))] if k}
-    cands = _answer.Names(str(c) for c in fact.get("candidates") or [])
-    keyed, longest = _answer._keyed(cands, accents)
-    keyed = {_digit_split(k): v for k, v in keyed.items()}
-    longest = max([longest, *map(len, gold_keys | sib_keys), *map(len, keyed)])
+    cands = fact.get("_names")
+    if cands is None:
+        cands = fact["_names"] = _answer.Names(str(c) for c in fact.get("candidates") or [])
+    keyed, longest = fact.get("_keyed") or fact.setdefault("_keyed", _split_keyed(cands, accents))
+    longest = max([longest, *map(len, gold_keys | sib_keys)])
     split = _split_words(words)
 
     def lookup(key):
@@ -354,6 +355,13 @@ def _exact_mentions(fact: dict, text: str) -> list[_Mention]:
             if key and not set(key) <= gold_words and not _glued(words.text, *m.span()):
                 out.append(_Mention(m.span(), False, m.group(), "name"))
     return sorted(out, key=lambda x: x.span)
+
+
+def _split_keyed(cands, accents: bool) -> tuple[dict, int]:
+    """The candidates keyed as ``_digit_split`` reads names (once per fact: a file may hold ~10k names)."""
+    keyed, longest = _answer._keyed(cands, accents)
+    split = {_digit_split(k): v for k, v in keyed.items()}
+    return split, max([longest, *map(len, split)])
 
 
 def _digit_split(key: tuple[str, ...]) -> tuple[str, ...]:
@@ -451,16 +459,18 @@ class _Event:
     """The correction words of its sentence ("sorry", "correction", "actually" ...)."""
 
 
-def _read(fact: dict, said: list[tuple[object, str]]) -> tuple[list[_Event], list[tuple[tuple, _Mention, str, str]]]:
-    """Every statement of the fact in the agent's messages, and every rival (where, mention, sentence,
-    frame-words) to be judged once the fact's own frame is known."""
-    events, rivals, frame, frames = [], [], set(), []
+def _read(fact: dict, said: list[tuple[object, str]]) -> tuple[list[_Event], list[tuple], set[str]]:
+    """Every statement of the fact in the agent's messages; every rival as (where, mention, sentence, its
+    frame words, its correction words, the fact's frame words) to be judged once the fact's own frame is
+    known; the classes the fact's value is written in."""
+    events, rivals, frame, frames, classes = [], [], set(), [], set()
     frame |= _name_words(fact)
     for m_i, (_turn, message) in enumerate(said):
         for u_i, unit in enumerate(units(message)):
             canon = _prep(fact, unit)
             found = _mentions(fact, canon)
             golds = [k for k, x in enumerate(found) if x.gold]
+            classes |= {found[k].cls for k in golds}
             marked = _marks(canon)
             for k, x in enumerate(found):
                 if not x.gold:
@@ -501,7 +511,7 @@ def _read(fact: dict, said: list[tuple[object, str]]) -> tuple[list[_Event], lis
                 if said_instead:
                     rivals.append(((m_i, u_i, 0), _Mention((0, 0), False, said_instead, "restated"), canon, set(),
                                    _marks(canon)))
-    return events, [(w, x, c, f, mk, frame) for w, x, c, f, mk in rivals]
+    return events, [(w, x, c, f, mk, frame) for w, x, c, f, mk in rivals], classes
 
 
 _BLANK = "qqvalueqq"
@@ -542,11 +552,6 @@ def _name_words(fact: dict) -> set[str]:
     return {_stem(w) for w in re.findall(r"[^\W\d_]+", fact["name"].casefold()) if w not in _FILLER}
 
 
-def _gold_classes(fact: dict, said) -> set[str]:
-    return {x.cls for _t, message in said for unit in units(message)
-            for x in _mentions(fact, _prep(fact, unit)) if x.gold}
-
-
 def judge(fact: dict, said: list[tuple[object, str]]) -> tuple[bool, str, int]:
     """(conveyed, why not, the index in ``said`` of the statement that counts; -1 when not conveyed) for
     one fact over the agent's messages."""
@@ -558,8 +563,7 @@ def judge(fact: dict, said: list[tuple[object, str]]) -> tuple[bool, str, int]:
                 reasons.append(f"{item['name']!r}: {why}")
             at = max(at, k)
         return (not reasons, "; ".join(reasons), at if not reasons else -1)
-    events, rivals = _read(fact, said)
-    classes = _gold_classes(fact, said)
+    events, rivals, classes = _read(fact, said)
     for where, x, canon, words, marked, frame in rivals:
         if x.cls == "restated":
             events.append(_Event(where, "rival", canon.strip(), value=x.value, marked=marked))
@@ -578,8 +582,8 @@ def judge(fact: dict, said: list[tuple[object, str]]) -> tuple[bool, str, int]:
             return False, (f"a second candidate value, {x.value}, is offered for it "
                            f"({unit[:90]!r}): one value is asked for"), -1
         if about and (x.cls != "name" or words or _RETRACTION.search(canon)):
-            if not same_class and x.cls != "name":
-                continue
+            if not same_class and x.cls != "name" and not (words or marked):
+                continue  # a bare number with nothing to say what it is, in no correction: not a statement
             events.append(_Event(where, "rival", unit, value=x.value, marked=marked))
     events.sort(key=lambda ev: ev.where)
     golds = [i for i, ev in enumerate(events) if ev.kind == "gold"]
