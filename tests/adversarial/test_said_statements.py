@@ -102,6 +102,17 @@ def test_tau2_communicate_info_said_naturally_passes(fact, text):
     assert said([fact], text)["reward"] == 1.0, (fact, text)
 
 
+def test_the_parts_of_an_address_said_as_one_address_are_each_conveyed():
+    """tau2 retail task 43 asserts an address in parts: said together they are no list of alternatives; a
+    city the agent was not asked to say, listed beside the right one, still is."""
+    facts = ["840887978435", "943 Maple Drive", "Suite 356", "Chicago", "IL", "60621", "64GB"]
+    text = ("Done! It now ships to 943 Maple Drive, Suite 356, Chicago, IL 60621; the tracking number is "
+            "840887978435 and the new tablet has 64GB of storage.")
+    assert said(facts, text)["reward"] == 1.0
+    assert said(["Chicago", "IL"], "It ships to Chicago, Springfield or Peoria, IL.")["reward"] == 0.0
+    assert said(["Chicago", "IL"], "It ships to Chicago, Springfield, IL.")["reward"] == 0.0
+
+
 def test_a_long_digit_string_is_an_id_not_an_amount():
     """"746342064230" is matched as written: a neighbouring number is another value, not a close one."""
     assert said([{"expected": "746342064230"}], "Your tracking number is 746342064231.")["reward"] == 0.0

@@ -345,6 +345,7 @@ def _exact_mentions(fact: dict, text: str) -> list[_Mention]:
     exp = str(fact["expected"]).strip()
     if exp[:1].isupper() and not re.search(r"\d", exp) and not cands:
         gold_words = {w for k in gold_keys | sib_keys for w in k} | set(_answer.name_key(fact.get("name", ""), accents))
+        gold_words |= {w for p in fact.get("peers") or [] for w in _answer.name_key(str(p), accents)}
         for m in re.finditer(r"\b[A-Z][\w]*(?:\s+[A-Z][\w]*)*", words.text):
             before = words.text[:m.start()].rstrip()
             opens = not before or before[-1] in ".!?:\"\u201c\u00ab\u00bf\u00a1\n" or _BULLET.match(
@@ -414,33 +415,33 @@ def _stem(word: str) -> str:
 
 
 def _enumerated(fact: dict, text: str, span: tuple[int, int]) -> bool:
-    """The value at ``span`` is one item of a list of values of its type (its own list's values aside)."""
+    """The value at ``span`` is one item of a list of values of its type; the other values the agent is
+    to say (its own list's, the other facts': an address's street, city and zip) are no such list."""
     after, before = text[span[1]:], text[:span[0]]
-    sibs = fact.get("siblings") or []
+    known = [g for s in fact.get("siblings") or [] for g in [s["expected"], *s.get("aliases", [])]]
+    known += fact.get("peers") or []
     if fact["mode"] == "numeric":
         nxt = re.match(_SEP + r"(" + _CURRENCY + r"\s*[-+]?\d[\d.,]*)", after)
         prev = re.search(r"(\d[\d.,]*%?)" + _SEP + _CURRENCY + r"\s*$", before)
-        hits = [m.group(1) for m in (nxt, prev) if m]
-        return any(not _sibling_number(h, sibs) for h in hits)
+        return any(not _known_number(m.group(1), known) for m in (nxt, prev) if m)
     if fact.get("candidates"):
         return False  # the other names are known: naming one is caught as such, not guessed from capitals
     item = r"(?!(?:the|a|an|der|die|das|le|la|les|el|los|las)\b)([A-Z0-9][\w-]*)"
     nxt = re.match(_SEP + item, after)
     prev = re.search(r"([A-Za-z0-9][\w-]*)" + _SEP + r"$", before)
-    hits = [m.group(1) for m in (nxt, prev) if m]
-    return any(not _sibling_word(h, sibs) for h in hits)
+    return bool((nxt and not _known_word(nxt.group(1), known, 0)) or (prev and not _known_word(prev.group(1), known, -1)))
 
 
-def _sibling_number(written: str, sibs: list[dict]) -> bool:
+def _known_number(written: str, known: list) -> bool:
     found = _answer.number_readings(written.strip("$\u20ac\u00a3\u00a5# %"))
-    return bool(found) and any(_answer._close(v, g, 1e-6, 1e-9) for v in found[0] for s in sibs
-                               for g in s.get("values") or [])
+    values = [v for v in (_as_number(k) for k in known) if v is not None]
+    return bool(found) and any(_answer._close(v, g, 1e-6, 1e-9) for v in found[0] for g in values)
 
 
-def _sibling_word(word: str, sibs: list[dict]) -> bool:
-    w = word.casefold()
-    return any(str(g).casefold().split()[0] == w or str(g).casefold().startswith(w)
-               for s in sibs for g in [s["expected"], *s.get("aliases", [])] if str(g).strip())
+def _known_word(word: str, known: list, at: int) -> bool:
+    """``word`` is the first (``at`` 0) or last (-1) word of one of the ``known`` values."""
+    w = _digit_split(_answer.name_key(word))
+    return bool(w) and any(k and k[at] == w[at] for k in (_digit_split(_answer.name_key(str(g))) for g in known))
 
 
 # ------------------------------------------------------------------ the statements of a fact
@@ -633,6 +634,11 @@ def check(args: dict, *, answer: str = "", messages: list | None = None, calls: 
     if not isinstance(facts, list) or not facts:
         raise ValueError("said verifier needs args.facts: a non-empty list of values or {expected, aliases}")
     facts = [_fact(f, i) for i, f in enumerate(facts)]
+    for f in facts:  # what else the agent is to say: listed beside this fact, it is no list of candidates
+        peers = [v for o in facts if o is not f for v in (o["expected"] if isinstance(o["expected"], list)
+                                                          else [o["expected"], *o.get("aliases", [])])]
+        for one in f.get("items") or [f]:
+            one["peers"] = peers
     said = _texts(messages, answer)
     results = []
     for f in facts:
