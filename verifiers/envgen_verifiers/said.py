@@ -14,7 +14,8 @@ The rules, per fact:
    sentence, it is hedged (a disjunction or listing phrase: "or", "either", "one of", "/"; an uncertainty
    word: "maybe", "perhaps", "probably", "possibly" ...; or, in its clause, "may", "might", "could be"),
    enumerated (next to another value of its type, separated by a comma, "and", "&", "/" or a new list
-   item), stated beside another known candidate, or negated in its clause ("The refund is not $54.20",
+   item; the values of the task's other facts are no such value: an address said in parts is one
+   address), stated beside another known candidate, or negated in its clause ("The refund is not $54.20",
    "I can't confirm 54.20", "your refund isn't 54.20"). A clause ends at a comma, semicolon, colon, dash,
    bracket, line break, "but", "because", "since", "so", "as": "Unfortunately I can't cancel it because
    your order has already shipped" conveys "shipped" (the negation governs the action, not the fact), and
@@ -28,13 +29,15 @@ The rules, per fact:
    "it", "this", "the amount", "the system shows", "I am checking"): "It may also have been $60.", "The
    system also shows $60 for this.", "Correction: the amount is $67.20." are; "You paid $120.00 for it",
    "a $5.00 restocking fee" are not (they name something else).
-3. **A second candidate scores 0, anywhere.** A rival offered as an alternative ("or", "either",
-   "alternatively", "also", "another") in a value of the fact's own class, or a rival about the fact
-   stated with uncertainty ("may", "possibly", "I am checking" ...), in any message, before or after the
-   right statement: the user was given two values.
+3. **A second candidate scores 0, anywhere.** A rival of the fact's own class (or about the fact) offered
+   as an alternative ("or", "either", "alternatively", "also", "another" in its clause), or a rival about
+   the fact stated with uncertainty ("may", "possibly", "I am checking" ... in its sentence), in any
+   message, before or after the right statement: the user was given two values.
 4. **The last statement wins.** The statements of a fact are its committed mentions, its hedged or negated
-   mentions, the rivals about it that commit to another value (unless negated: "not $60" is no claim), and
-   bare retractions ("Sorry, I was wrong.", "Correction:", "scratch that") with no value of their own.
+   mentions, the rivals about it that commit to another value (of its class, or a bare number in a
+   correction; unless negated: "not $60" is no claim), a name's sentence said again with another phrase in
+   its place ("It ships from Porto." after "It ships from Lisbon."), and bare retractions ("Sorry, I was
+   wrong.", "Correction:", "scratch that") with no value of their own.
    The last one must be a committed mention of the right value: "it is not $54.20" or "Correction: the
    amount is $67.20" after it takes it back; a right statement after a wrong one in a *later* message, or
    in the same message marked as a correction ("sorry", "actually", "correction", "I meant", "rather"),
@@ -50,8 +53,9 @@ args::
     facts: [FACT, ...]     each a value (str, number, or a list of them: all conveyed) or {expected,
                            aliases=[], mode=auto|exact|numeric, candidates=[...], rel_tol=1e-6, abs_tol=1e-9,
                            accents=true, name=...}; mode auto is numeric for numbers and for strings that
-                           read as one (an amount: "8276.23", "$1,093.34", "10"; a digit string of 7 or
-                           more digits, or with a leading zero, is an id: exact), else exact
+                           read as one (an amount: "8276.23", "$1,093.34"; "10" too, compared exactly; a
+                           digit string of 7 or more digits, or with a leading zero, is an id: exact),
+                           else exact
     evidence: [str]        optional: strings each found in a successful tool result (as in ``answer``)
     partial: false         true: reward = fraction of facts said (else all or nothing)
 """
