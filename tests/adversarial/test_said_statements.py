@@ -39,6 +39,9 @@ def said(facts: list, *texts: str) -> dict:
     ["Your refund is $54.20, or possibly $67.20."],
     ["It may also have been $67.20, I am checking.", "Your refund of $54.20 is on its way."],
     ["Your refund is $54.20. It could also be $41.20 once the fee is taken."],
+    ["Your refund is $54.20.", "Other possible amount: $67.20"],
+    ["Your refund is $54.20.", "It may also have been 67.2."],
+    ["| Refund | $54.20 |\n| Refund | $67.20 |"],
     # the last statement wins: a later correction or retraction takes the fact back
     ["Your refund of $54.20 is on its way.", "Correction: after a second look, the amount is $67.20."],
     ["Your refund is $54.20. Correction: the amount is $67.20."],
@@ -67,6 +70,9 @@ def test_a_second_value_or_a_taken_back_statement_scores_zero(fact, texts):
     ["Thank you! Order #W4252292 from 2025-05-03 has 3 items; you paid $120.00 for it.",
      "Your refund is $54.20 after the $65.80 restocking fee, back to Visa ending 1234 within 5 business days."],
     ["Your refund is $54.20, not $60.00."],
+    ["You mentioned $60, but the refund is actually $54.20."],
+    ["The item price is $60.00, minus a $5.80 restocking fee, so you'll get $54.20 back."],
+    ["Your other order cost $12.50. Your refund is $54.20."],
     ["No, your refund is $54.20."],
 ])
 def test_a_committed_last_statement_scores_one(fact, texts):

@@ -74,7 +74,8 @@ disjunctions)."""
 _MODAL = re.compile(r"\b(?:may|might|could(?:\s+also)?\s+(?:be|have\s+been))\b", re.I)
 """Uncertain modals: they hedge the clause they stand in ("it may be $54.20"), not the whole sentence
 ("Your order has shipped; you may track it ...")."""
-_ALTERNATIVE = re.compile(r"\b(?:or|either|alternatively|otherwise|also|another|oder|ou|bzw)\b", re.I)
+_ALTERNATIVE = re.compile(r"\b(?:or|either|alternative(?:ly)?|otherwise|also|another|possible|potential|oder|ou|"
+                          r"bzw)\b", re.I)
 """Words that offer a value as one more candidate: a rival of the fact's class beside one is a second value."""
 _UNSURE = re.compile(r"\b(?:may|might|could|maybe|perhaps|possibly|probably|likely|unsure|not\s+sure|"
                      r"i\s+(?:think|believe|guess)|checking|double-?check\w*|verifying|looking\s+into)\b", re.I)
@@ -116,7 +117,8 @@ a an the it its this that these those there here which what who whom whose one o
 he she they them their his her is are was were be been being am has have had having do does did will would shall
 should can could may might must also still again just only now then so too very well oh ok okay yes no hmm wait
 of for to in on at by with from as about into onto per than like around roughly approximately exactly some any
-or either and plus alternatively otherwise another other else instead rather actually sorry apologies apologize
+or either and but however though plus alternatively otherwise another other else instead rather actually sorry
+apologies apologize
 correction corrected wrong mistake meant update updated clarify system systems record records data file files
 shows show showing shown says say said lists listed list displays displayed see seeing appears appear seems seem
 looks look amount amounts value values figure figures number numbers sum dollars dollar usd
@@ -258,6 +260,8 @@ class _Mention:
     """How the mention reads (a rival's value, for the reason)."""
     cls: str = ""
     """Its class: "money", "percent", "n:<unit>" (a number), "cand" (a known candidate), "shape", "name"."""
+    segment: str = ""
+    """A rival's own words (``_segment``)."""
 
 
 def _num_class(t: str, a: int, b: int) -> str | None:
@@ -398,13 +402,17 @@ def _mentions(fact: dict, text: str) -> list[_Mention]:
     return _numeric_mentions(fact, text) if fact["mode"] == "numeric" else _exact_mentions(fact, text)
 
 
-def _frame(text: str, mentions: list[_Mention], k: int) -> set[str]:
-    """The words that say what the k-th mention is: from the previous mention of the sentence to it, and to
-    the sentence's end after the last one; filler and numbers left out."""
+def _segment(text: str, mentions: list[_Mention], k: int) -> str:
+    """The words that belong to the k-th mention: those since the previous mention of the sentence (what
+    precedes a value names it: "refund of $54.20", "ending 1234"), and for the last one the rest too."""
     a = mentions[k - 1].span[1] if k else 0
-    b = mentions[k + 1].span[0] if k + 1 < len(mentions) else len(text)
-    seg = text[a:mentions[k].span[0]] + " " + text[mentions[k].span[1]:b]
-    words = re.findall(r"[^\W\d_]+", _answer._APOSTROPHES.sub("", seg).casefold())
+    tail = text[mentions[k].span[1]:] if k + 1 == len(mentions) else ""
+    return text[a:mentions[k].span[0]] + " " + tail
+
+
+def _frame(text: str, mentions: list[_Mention], k: int) -> set[str]:
+    """The words that say what the k-th mention is (its ``_segment``), filler and numbers left out."""
+    words = re.findall(r"[^\W\d_]+", _answer._APOSTROPHES.sub("", _segment(text, mentions, k)).casefold())
     return {_stem(w) for w in words if w not in _FILLER and len(w) > 1}
 
 
@@ -479,6 +487,7 @@ def _read(fact: dict, said: list[tuple[object, str]]) -> tuple[list[_Event], lis
             marked = _marks(canon)
             for k, x in enumerate(found):
                 if not x.gold:
+                    x.segment = _segment(canon, found, k)
                     rivals.append(((m_i, u_i, x.span[0]), x, canon, _frame(canon, found, k), marked))
             if not golds:
                 if _RETRACTION.search(canon) and not found and not re.search(r"\d", canon):
@@ -581,7 +590,7 @@ def judge(fact: dict, said: list[tuple[object, str]]) -> tuple[bool, str, int]:
         if _negated(canon, x.span):
             continue  # "not $60": no claim
         s, e = _clause(canon, x.span)
-        clause = canon[s:e]
+        clause = canon[s:e] + " " + x.segment
         unit = canon.strip()
         if ((same_class or about) and _ALTERNATIVE.search(clause)) or (about and _UNSURE.search(canon)):
             return False, (f"a second candidate value, {x.value}, is offered for it "
