@@ -119,6 +119,16 @@ def test_the_parts_of_an_address_said_as_one_address_are_each_conveyed():
     assert said(["Chicago", "IL"], "It ships to Chicago, Springfield, IL.")["reward"] == 0.0
 
 
+def test_several_amounts_the_agent_is_to_say_are_no_second_candidates():
+    """tau2 airline task 14 asserts three amounts: said together they are each conveyed; one of them hedged
+    still fails its own fact."""
+    assert said(["327", "1000", "1786"], "You will get $327 and $1,000, so $1,786 in all.")["reward"] == 1.0
+    two = [REFUND, {"expected": 99.0, "name": "total"}]
+    assert said(two, "Your total was $99.00 and your refund is $54.20.")["reward"] == 1.0
+    out = said(two, "Your total was $99.00 and your refund is $54.20.", "It may also have been $99.00.")
+    assert out["reward"] == 0.0 and [f["ok"] for f in out["details"]["facts"]] == [True, False]
+
+
 def test_a_long_digit_string_is_an_id_not_an_amount():
     """"746342064230" is matched as written: a neighbouring number is another value, not a close one."""
     assert said([{"expected": "746342064230"}], "Your tracking number is 746342064231.")["reward"] == 0.0

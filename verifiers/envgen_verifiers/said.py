@@ -297,15 +297,23 @@ def _numeric_mentions(fact: dict, text: str) -> list[_Mention]:
         if any(_answer._close(v, g, rel, abs_) for v in readings for g in fact["values"]):
             out.append(_Mention((a, b), True, t[a:b], _num_class(t, a, b) or "id"))
             continue
-        if any(_answer._close(v, g, rel, abs_) for v in readings for s in fact.get("siblings") or []
-               for g in s.get("values") or []):
-            continue  # another value of the same list fact
+        if any(_answer._close(v, g, rel, abs_) for v in readings for g in _known_values(fact)):
+            continue  # a value the agent is to say as well (its list's, another fact's): graded there
         cls = _num_class(t, a, b)
         if any(_answer._close(v, c, rel, abs_) for v in readings for c in fact.get("cand_values") or []):
             cls = "cand"
         if cls is not None:
             out.append(_Mention((a, b), False, f"{readings[0]:g}", cls))
     return out
+
+
+def _known_values(fact: dict) -> list[float]:
+    """The numbers the agent is to say besides this fact's (its list's other values, the other facts')."""
+    if "_known" not in fact:
+        known = [v for s in fact.get("siblings") or [] for v in s.get("values") or []]
+        known += [v for v in (_as_number(p) for p in fact.get("peers") or []) if v is not None]
+        fact["_known"] = [v for v in known if not any(_answer._close(v, g, 1e-9, 1e-12) for g in fact["values"])]
+    return fact["_known"]
 
 
 def _shape(value: str) -> re.Pattern | None:
@@ -326,6 +334,8 @@ def _exact_mentions(fact: dict, text: str) -> list[_Mention]:
     gold_keys = {k for k in (_digit_split(_answer.name_key(str(g), accents)) for g in golds) if k}
     sib_keys = {k for s in fact.get("siblings") or [] for g in [s["expected"], *s.get("aliases", [])]
                 for k in [_digit_split(_answer.name_key(str(g), accents))] if k}
+    sib_keys |= {k for g in fact.get("peers") or [] for k in [_digit_split(_answer.name_key(str(g), accents))]
+                 if k and not any(set(gk) <= set(k) for gk in gold_keys)}  # a peer holding the value is no rival
     cands = fact.get("_names")
     if cands is None:
         cands = fact["_names"] = _answer.Names(str(c) for c in fact.get("candidates") or [])
