@@ -422,8 +422,9 @@ def _slots(task: Task, hidden: Path | None) -> list[tuple[str, int, int, list[st
     if said:  # one slot per fact (a fact with several values: its first value the text states)
         slots: dict[int, list] = {}
         for f in said:
-            if f["group"] not in slots:
-                slots.update({f["group"]: _fact_slot(text, f, rng)} if _fact_slot(text, f, rng) else {})
+            found = [] if f["group"] in slots else _fact_slot(text, f, rng)
+            if found:
+                slots[f["group"]] = found
         return [s for group in slots.values() for s in group]
     if args is not None:
         exp = args.get("expected")
@@ -473,8 +474,8 @@ def _said_number(fact: dict) -> float | None:
         return float(exp)
     text = str(exp).strip()
     digits = text.isdigit() and (len(text) >= 7 or (len(text) > 1 and text[0] == "0"))
-    m = re.fullmatch(r"[-+]?\s*[$\u20ac\u00a3\u00a5]?\s*(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?\s*(?:[$\u20ac\u00a3\u00a5]|usd|eur|gbp)?",
-                     text, re.I)
+    m = re.fullmatch(r"[-+]?\s*[$\u20ac\u00a3\u00a5]?\s*(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?\s*"
+                     r"(?:[$\u20ac\u00a3\u00a5]|usd|eur|gbp)?", text, re.I)
     if m is None or (digits and mode == "auto"):
         return None
     return float(m.group(1).replace(",", "") + (m.group(2) or "")) * (-1 if text.startswith("-") else 1)
@@ -482,16 +483,14 @@ def _said_number(fact: dict) -> float | None:
 
 def _said_facts(task: Task) -> list[dict]:
     """The facts of the task's ``said`` parts as dicts; a fact with several values gives each value (its
-    candidates kept)."""
+    candidates kept), ``group`` saying which fact it came from."""
+    facts = [dict(f) if isinstance(f, dict) else {"expected": f}
+             for kind, a in shape(task).parts if kind == "said" for f in a.get("facts") or []]
     out = []
-    for kind, a in shape(task).parts:
-        if kind != "said":
-            continue
-        for f in a.get("facts") or []:
-            f = dict(f) if isinstance(f, dict) else {"expected": f}
-            values = f["expected"] if isinstance(f.get("expected"), list) else [f.get("expected")]
-            out += [{**f, "expected": v, "aliases": [] if len(values) > 1 else f.get("aliases") or [],
-                     "group": len(out)} for v in values]
+    for group, f in enumerate(facts):
+        values = f["expected"] if isinstance(f.get("expected"), list) else [f.get("expected")]
+        out += [{**f, "expected": v, "aliases": [] if len(values) > 1 else f.get("aliases") or [], "group": group}
+                for v in values]
     return out
 
 

@@ -132,8 +132,8 @@ def _check_said(args: dict[str, Any]) -> None:
         raise ValueError("args.evidence: must be a list of strings")
 
 
-_NUMBER_TEXT = re.compile(r"[-+]?\s*[$\u20ac\u00a3\u00a5]?\s*\d[\d.,'\u00a0\u202f ]*\s*(?:[$\u20ac\u00a3\u00a5]|usd|eur|gbp)?",
-                          re.I)
+_NUMBER_TEXT = re.compile(r"[-+]?\s*[$\u20ac\u00a3\u00a5]?\s*\d[\d.,'\u00a0\u202f ]*\s*"
+                          r"(?:[$\u20ac\u00a3\u00a5]|usd|eur|gbp)?", re.I)
 """A number written as text ("8276.23", "$8,276.23"): what ``said``'s numeric mode reads from a string."""
 
 

@@ -182,3 +182,28 @@ def test_bad_fact_arguments_are_named_on_load(args, where):
     with pytest.raises(ValueError, match=where.replace("[", r"\[").replace("]", r"\]")):
         packmod.Verifier(kind="said", args=args)
     packmod.Verifier(kind="said", args={"facts": [["a", 1], {"expected": "$8,276.23", "mode": "numeric"}]})
+
+
+def test_the_gate_probes_numeric_strings_and_lists_and_their_probes_score_zero():
+    """The gate's slots follow the kit's reading: a numeric string is a number, a list gives its first value
+    the text states; each of its said probes (and the no-write mutation) scores 0 under the kit."""
+    from envgen.build import gate
+
+    facts = [{"expected": "8276.23", "name": "total"}, ["polyester", "cotton"], "746342064230"]
+    answer = ("Your total is $8,276.23; the shirt is cotton and polyester; tracking number 746342064230. "
+              "Anything else?")
+    task = packmod.Task.model_validate({
+        "id": "t", "prompt": [{"role": "user", "content": "Tell me."}], "difficulty": 1,
+        "verifier": {"kind": "said", "args": {"facts": facts}},
+        "reference": {"calls": [], "answer": answer}})
+    slots = gate._slots(task, None)
+    assert [(k, answer[a:b]) for k, a, b, _ in slots] == [("number", "8,276.23"), ("name", "polyester"),
+                                                         ("name", "746342064230")]
+    assert slots[2][3][0] == "746342064231"  # a wrong value of the same shape
+    assert said(facts, answer)["reward"] == 1.0
+    made = [(k, name, p) for k, a, b, wrong in slots for name, p in gate._said_probes(task, answer, a, b, k, wrong, "")]
+    skipped = [(k, name) for k, name, p in made if isinstance(p, str)]
+    assert skipped == [("name", "restated")]  # "polyester": a lowercase word, no other value to tell apart
+    probes = [p for _, _, p in made if not isinstance(p, str)]
+    for p in probes + [gate.said_mutation(task)]:
+        assert said(facts, p.answer)["reward"] == 0.0, p.answer

@@ -451,7 +451,8 @@ def _enumerated(fact: dict, text: str, span: tuple[int, int]) -> bool:
     item = r"(?!(?:the|a|an|der|die|das|le|la|les|el|los|las)\b)([A-Z0-9][\w-]*)"
     nxt = re.match(_SEP + item, after)
     prev = re.search(r"([A-Za-z0-9][\w-]*)" + _SEP + r"$", before)
-    return bool((nxt and not _known_word(nxt.group(1), known, 0)) or (prev and not _known_word(prev.group(1), known, -1)))
+    return bool((nxt and not _known_word(nxt.group(1), known, 0)) or
+                (prev and not _known_word(prev.group(1), known, -1)))
 
 
 def _known_number(written: str, known: list) -> bool:
