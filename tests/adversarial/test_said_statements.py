@@ -115,6 +115,7 @@ def test_the_parts_of_an_address_said_as_one_address_are_each_conveyed():
     text = ("Done! It now ships to 943 Maple Drive, Suite 356, Chicago, IL 60621; the tracking number is "
             "840887978435 and the new tablet has 64GB of storage.")
     assert said(facts, text)["reward"] == 1.0
+    assert said(["1093.34", "943 Maple Drive"], "Done: $1,093.34, 943 Maple Drive.")["reward"] == 1.0
     assert said(["Chicago", "IL"], "It ships to Chicago, Springfield or Peoria, IL.")["reward"] == 0.0
     assert said(["Chicago", "IL"], "It ships to Chicago, Springfield, IL.")["reward"] == 0.0
 

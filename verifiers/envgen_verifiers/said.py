@@ -213,6 +213,18 @@ def units(text: str) -> list[str]:
     return [u for u in out if u.strip()]
 
 
+_UNITS: dict[str, list[str]] = {}
+"""The sentences of the messages being graded (every fact reads the same messages)."""
+
+
+def _units(message: str) -> list[str]:
+    if message not in _UNITS:
+        if len(_UNITS) > 4096:
+            _UNITS.clear()
+        _UNITS[message] = units(message)
+    return _UNITS[message]
+
+
 def _hedged(text: str, skip: list[tuple[int, int]]) -> str:
     """The hedge words of ``text`` outside the character spans ``skip`` ("" when none)."""
     words = _answer._Words(text, True)
@@ -327,20 +339,33 @@ def _shape(value: str) -> re.Pattern | None:
     return re.compile(r"(?<![\w-])" + pat + r"(?![\w-])")
 
 
+def _exact_keys(fact: dict) -> tuple:
+    """(value keys, keys of values that are no rival, candidate keys, longest key, words of the value and its
+    peers) of an exact fact, built once per fact."""
+    if "_keys" not in fact:
+        accents = fact.get("accents", True)
+
+        def key(v) -> tuple[str, ...]:
+            return _digit_split(_answer.name_key(str(v), accents))
+
+        gold_keys = {k for k in map(key, [fact["expected"], *fact.get("aliases", [])]) if k}
+        sib_keys = {k for s in fact.get("siblings") or [] for k in map(key, [s["expected"], *s.get("aliases", [])])
+                    if k}
+        sib_keys |= {k for k in map(key, fact.get("peers") or [])
+                     if k and not any(set(gk) <= set(k) for gk in gold_keys)}  # a peer holding the value is no rival
+        cands = _answer.Names(str(c) for c in fact.get("candidates") or [])
+        keyed, longest = _split_keyed(cands, accents)
+        longest = max([longest, *map(len, gold_keys | sib_keys)])
+        words = {w for k in gold_keys | sib_keys for w in k} | set(_answer.name_key(fact.get("name", ""), accents))
+        words |= {w for p in fact.get("peers") or [] for w in _answer.name_key(str(p), accents)}
+        fact["_keys"] = (gold_keys, sib_keys, keyed, longest, words, bool(cands))
+    return fact["_keys"]
+
+
 def _exact_mentions(fact: dict, text: str) -> list[_Mention]:
     accents = fact.get("accents", True)
     words = _answer._Words(text, accents)
-    golds = [fact["expected"], *fact.get("aliases", [])]
-    gold_keys = {k for k in (_digit_split(_answer.name_key(str(g), accents)) for g in golds) if k}
-    sib_keys = {k for s in fact.get("siblings") or [] for g in [s["expected"], *s.get("aliases", [])]
-                for k in [_digit_split(_answer.name_key(str(g), accents))] if k}
-    sib_keys |= {k for g in fact.get("peers") or [] for k in [_digit_split(_answer.name_key(str(g), accents))]
-                 if k and not any(set(gk) <= set(k) for gk in gold_keys)}  # a peer holding the value is no rival
-    cands = fact.get("_names")
-    if cands is None:
-        cands = fact["_names"] = _answer.Names(str(c) for c in fact.get("candidates") or [])
-    keyed, longest = fact.get("_keyed") or fact.setdefault("_keyed", _split_keyed(cands, accents))
-    longest = max([longest, *map(len, gold_keys | sib_keys)])
+    gold_keys, sib_keys, keyed, longest, gold_words, cands = _exact_keys(fact)
     split = _split_words(words)
 
     def lookup(key):
@@ -355,15 +380,15 @@ def _exact_mentions(fact: dict, text: str) -> list[_Mention]:
                 out.append(_Mention((a, b), True, text[a:b], "gold"))
         elif hit != "\0sib" and _answer.name_key(hit, accents) not in gold_keys:
             out.append(_Mention((a, b), False, hit, "cand"))
-    shape = _shape(str(fact["expected"]))
+    if "_shape" not in fact:
+        fact["_shape"] = _shape(str(fact["expected"]))
+    shape = fact["_shape"]
     if shape is not None:
         for m in shape.finditer(words.text):
             if not any(s < m.end() and m.start() < e for s, e in taken):
                 out.append(_Mention(m.span(), False, m.group(), "shape"))
     exp = str(fact["expected"]).strip()
     if exp[:1].isupper() and not re.search(r"\d", exp) and not cands:
-        gold_words = {w for k in gold_keys | sib_keys for w in k} | set(_answer.name_key(fact.get("name", ""), accents))
-        gold_words |= {w for p in fact.get("peers") or [] for w in _answer.name_key(str(p), accents)}
         for m in re.finditer(r"\b[A-Z][\w]*(?:\s+[A-Z][\w]*)*", words.text):
             before = words.text[:m.start()].rstrip()
             opens = not before or before[-1] in ".!?:\"\u201c\u00ab\u00bf\u00a1\n" or _BULLET.match(
@@ -409,7 +434,16 @@ def _prep(fact: dict, text: str) -> str:
 
 
 def _mentions(fact: dict, text: str) -> list[_Mention]:
-    return _numeric_mentions(fact, text) if fact["mode"] == "numeric" else _exact_mentions(fact, text)
+    if fact["mode"] == "numeric":
+        return _numeric_mentions(fact, text) if re.search(r"\d", text) else []
+    gold_keys, _sib, _keyed, _longest, _words, cands = _exact_keys(fact)
+    exp = str(fact["expected"]).strip()
+    if not cands and not (exp[:1].isupper() and not re.search(r"\d", exp)) and not (
+            re.search(r"\d", exp) and re.search(r"\d", text)):
+        folded = _answer.strip_accents(text.casefold())
+        if not any(_answer.strip_accents(k[0]) in folded for k in gold_keys):
+            return []  # no word of the value, and no other value of its kind can be told apart here
+    return _exact_mentions(fact, text)
 
 
 def _segment(text: str, mentions: list[_Mention], k: int) -> str:
@@ -445,7 +479,8 @@ def _enumerated(fact: dict, text: str, span: tuple[int, int]) -> bool:
     if fact["mode"] == "numeric":
         nxt = re.match(_SEP + r"(" + _CURRENCY + r"\s*[-+]?\d[\d.,]*)", after)
         prev = re.search(r"(\d[\d.,]*%?)" + _SEP + _CURRENCY + r"\s*$", before)
-        return any(not _known_number(m.group(1), known) for m in (nxt, prev) if m)
+        return any(not _known_number(m.group(1), known) and not _known_word(m.group(1), known, at)
+                   for m, at in ((nxt, 0), (prev, -1)) if m)
     if fact.get("candidates"):
         return False  # the other names are known: naming one is caught as such, not guessed from capitals
     item = r"(?!(?:the|a|an|der|die|das|le|la|les|el|los|las)\b)([A-Z0-9][\w-]*)"
@@ -487,13 +522,15 @@ def _read(fact: dict, said: list[tuple[object, str]]) -> tuple[list[_Event], lis
     """Every statement of the fact in the agent's messages; every rival as (where, mention, sentence, its
     frame words, its correction words, the fact's frame words) to be judged once the fact's own frame is
     known; the classes the fact's value is written in."""
-    events, rivals, frame, frames, classes = [], [], set(), [], set()
+    events, rivals, frame, frames, classes = [], [], set(), set(), set()
     frame |= _name_words(fact)
+    seen = []  # (where, sentence as read, whether it states the value): the second pass reads these
     for m_i, (_turn, message) in enumerate(said):
-        for u_i, unit in enumerate(units(message)):
+        for u_i, unit in enumerate(_units(message)):
             canon = _prep(fact, unit)
             found = _mentions(fact, canon)
             golds = [k for k, x in enumerate(found) if x.gold]
+            seen.append(((m_i, u_i), canon, bool(golds)))
             classes |= {found[k].cls for k in golds}
             marked = _marks(canon)
             for k, x in enumerate(found):
@@ -525,17 +562,13 @@ def _read(fact: dict, said: list[tuple[object, str]]) -> tuple[list[_Event], lis
                 for k in golds:
                     frame |= _frame(canon, found, k)
                 if fact["mode"] == "exact":
-                    frames.append(_blanked(canon, spans))
+                    frames.add(_blanked(canon, spans))
     if frames:  # a name said again in the same words with another value in its place: another answer
-        for m_i, (_turn, message) in enumerate(said):
-            for u_i, unit in enumerate(units(message)):
-                canon = _prep(fact, unit)
-                if any(x.gold for x in _mentions(fact, canon)):
-                    continue
-                said_instead = _restated(frames, canon)
-                if said_instead:
-                    rivals.append(((m_i, u_i, 0), _Mention((0, 0), False, said_instead, "restated"), canon, set(),
-                                   _marks(canon)))
+        for (m_i, u_i), canon, states in seen:
+            said_instead = "" if states else _restated(frames, canon)
+            if said_instead:
+                rivals.append(((m_i, u_i, 0), _Mention((0, 0), False, said_instead, "restated"), canon, set(),
+                               _marks(canon)))
     return events, [(w, x, c, f, mk, frame) for w, x, c, f, mk in rivals], classes
 
 
@@ -558,15 +591,16 @@ def _blanked(canon: str, spans: list[tuple[int, int]]) -> str:
     return _words_of(t)
 
 
-def _restated(frames: list[str], canon: str) -> str:
+def _restated(frames: set[str], canon: str) -> str:
     """The phrase that stands where the value stood, when ``canon`` says one of the sentences ``frames``
     again with something else in the value's place ("It ships from Porto." after "It ships from Lisbon.")."""
-    text = _words_of(canon)
+    text = _words_of(canon).split()
     for frame in frames:
-        pattern = re.escape(frame).replace(_BLANK, r"(\w+(?: \w+){0,3})")
-        m = re.fullmatch(pattern, text)
-        if m and len(frame.split()) > 1:
-            return m.group(1)
+        head, _, tail = frame.partition(_BLANK)
+        head, tail = head.split(), tail.split()
+        middle = len(text) - len(head) - len(tail)
+        if head + tail and 1 <= middle <= 4 and text[:len(head)] == head and text[len(text) - len(tail):] == tail:
+            return " ".join(text[len(head):len(head) + middle])
     return ""
 
 
