@@ -42,6 +42,7 @@ def said(facts: list, *texts: str) -> dict:
     ["Your refund is $54.20.", "Other possible amount: $67.20"],
     ["Your refund is $54.20.", "It may also have been 67.2."],
     ["| Refund | $54.20 |\n| Refund | $67.20 |"],
+    ["Your refund is $54.20.", "The amount after review is $67.20."],
     # the last statement wins: a later correction or retraction takes the fact back
     ["Your refund of $54.20 is on its way.", "Correction: after a second look, the amount is $67.20."],
     ["Your refund is $54.20. Correction: the amount is $67.20."],

@@ -125,6 +125,7 @@ looks look amount amounts value values figure figures number numbers sum dollars
 eur euros euro pounds cents let check checking double verifying verify looking into sure unsure think believe
 guess possibly perhaps maybe probably likely may might correct right im ive ill id youre thats whats theres heres
 isnt wasnt arent werent dont doesnt didnt cant couldnt wont wouldnt shouldnt hasnt havent hadnt fine please note
+after before review reviewed reviewing recheck rechecked second look further final new actual real true indeed
 """.split())
 """Words that say nothing about which thing a value is: a rival framed only by these is about the fact."""
 
@@ -447,11 +448,13 @@ def _mentions(fact: dict, text: str) -> list[_Mention]:
 
 
 def _segment(text: str, mentions: list[_Mention], k: int) -> str:
-    """The words that belong to the k-th mention: those since the previous mention of the sentence (what
-    precedes a value names it: "refund of $54.20", "ending 1234"), and for the last one the rest too."""
+    """The words that belong to the k-th mention: those since the previous mention of the sentence ("refund
+    of $54.20") and those after it to the end of its clause or the next mention ("$65.80 restocking fee");
+    what follows a comma or "but" belongs to the next value ("You mentioned $60, but the refund is ...")."""
     a = mentions[k - 1].span[1] if k else 0
-    tail = text[mentions[k].span[1]:] if k + 1 == len(mentions) else ""
-    return text[a:mentions[k].span[0]] + " " + tail
+    end = _CLAUSE_END.search(text, mentions[k].span[1])
+    b = min(mentions[k + 1].span[0] if k + 1 < len(mentions) else len(text), end.start() if end else len(text))
+    return text[a:mentions[k].span[0]] + " " + text[mentions[k].span[1]:b]
 
 
 def _frame(text: str, mentions: list[_Mention], k: int) -> set[str]:
