@@ -24,9 +24,9 @@ The rules, per fact:
    of its class (money beside money: a currency sign or word, or two decimals; a count beside the same unit;
    never an order id, "#1234", a card's "ending 1234", a date or a time); for a name with digits (a tracking
    number, a date), another token of its shape; for a capitalised name, another capitalised name. A rival is
-   *about the fact* when the words around it (from the previous value of its sentence to the next) say
-   nothing the fact's own statements do not say (their words, the fact's ``name``, and filler such as
-   "it", "this", "the amount", "the system shows", "I am checking"): "It may also have been $60.", "The
+   *about the fact* when its own words (from the previous value of its sentence to the end of its clause)
+   say nothing the fact's own statements do not say (their words, the fact's ``name``, and filler such as
+   "it", "this", "the amount", "after review", "the system shows", "I am checking"): "It may also have been $60.", "The
    system also shows $60 for this.", "Correction: the amount is $67.20." are; "You paid $120.00 for it",
    "a $5.00 restocking fee" are not (they name something else).
 3. **A second candidate scores 0, anywhere.** A rival of the fact's own class (or about the fact) offered
