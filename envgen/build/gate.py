@@ -28,8 +28,10 @@ Probes (each must score 0):
 - ``mutated``: end-state tasks that change the database: one argument of one write call changed (within its
   schema: another enum value, a neighbouring id or number), the first such change that alters the end
   state (a change that leaves it as the reference's is the same trajectory); other tasks: one value of
-  the answer (the submit call's arguments, else the last call's, else the final text) changed, for
-  final-text verifiers the final text (its last number, if any);
+  the answer changed: for final-text verifiers the final text (its last number, if any), for tasks with
+  ``said`` facts one fact's value wherever the messages and final text state it (what such a task grades
+  is the words: a read with another argument may return the same facts), else the submit call's
+  arguments, else the last call's, else the final text;
 - ``dropped:K``: end-state tasks that change the database: the reference without its call K, for each of
   its last calls whose absence alters the end state (one write dropped);
 - ``forbidden:K``: the reference plus its K-th ``forbidden`` call (the write a plausible wrong trajectory
@@ -55,7 +57,10 @@ answer's hedge is judged); for ``program`` verifiers, the last id ("A-0075") and
 final line (else the value of a final "Answer:" line), each probed only when the verifier grades it: the
 reference with that value changed wherever the text says it must score below 1, else the text is not what
 is graded there (a plan graded on its submission). Final-text verifiers that ask for evidence also meet
-``noop``.
+``noop``. Each ``said`` fact also meets ``restated`` (the reference's final text plus "The system also
+shows W for this."), ``corrected`` ("Correction: it is W.") and ``retracted`` ("Sorry, it is not V."):
+the user is left with another value, or none. ``restated`` applies only where a second value of the
+fact's kind can be told apart (a number, a name with digits or a capital, a known candidate).
 
 For ``tests`` verifiers (code tasks), submissions that take the test run over instead of fixing the
 code (``code_probes``): ``plugin-addopts`` (a new module that reports every test as passed, named
@@ -273,6 +278,37 @@ def mutate(task: Task, submit_tool: str | None, seed: int = 0) -> tuple[list[Too
     return calls, _mutate_value(task.reference.answer or "0", rng)
 
 
+def said_mutation(task: Task) -> Probe | None:
+    """For a task graded on what it tells the user (``said`` parts, no final-text verifier): the reference
+    with one fact's value changed wherever its messages and final text state it, calls untouched (what
+    ``said`` grades in a task that writes nothing is the words, not a read's argument). None when the task
+    has no such fact stated in its text."""
+    if task.verifier.kind in FINAL_TEXT_KINDS:
+        return None
+    ref = task.reference
+    for fact in _said_facts(task):
+        texts = [ref.answer or ""] + [m.content for m in ref.messages or []]
+        value = _said_number(fact)
+        if value is not None:
+            def sub(t: str, value: float = value) -> str:
+                return _NUM.sub(lambda m: _wrong_numbers(value, len(m.group().partition(".")[2]))[0]
+                                if abs(float(m.group().replace(",", "")) - value) < 1e-9 else m.group(), t)
+        else:
+            forms = sorted({str(fact["expected"]), *map(str, fact.get("aliases") or [])}, key=len, reverse=True)
+            wrong = (_same_shape(str(fact["expected"])) or _garbled(str(fact["expected"])) or ["x"])[0]
+
+            def sub(t: str, forms: list[str] = forms, wrong: str = wrong) -> str:
+                for f in forms:
+                    t = _mention(f).sub(wrong, t)
+                return t
+        if all(sub(t) == t for t in texts):
+            continue
+        messages = None if ref.messages is None else [ReferenceMessage(after=m.after, content=sub(m.content))
+                                                      for m in ref.messages]
+        return Probe([c.model_copy(deep=True) for c in ref.calls], sub(ref.answer or ""), 0.0, messages)
+    return None
+
+
 def write_mutations(pack: Pack | None, task: Task, writes: list[int], seed: int = 0) -> Iterator[list[ToolCall]]:
     """The reference with one argument of one write call (indexes ``writes``, the last first) changed within
     its schema, seeded; at most MUTATE_TRIES of them."""
@@ -310,7 +346,7 @@ def shaped_probes(pack: Pack | None, task: Task, changes: bool | None) -> Iterat
     if sh.needs_work(changes is not False):
         yield "noop", Probe([], ref.answer, 0.0, ref.messages)
     if not writes and (sh.text or not sh.end_state):  # a no-change task's reads may take any argument
-        yield "mutated", Probe(*mutate(task, submit), 0.0, ref.messages)
+        yield "mutated", said_mutation(task) or Probe(*mutate(task, submit), 0.0, ref.messages)
     if writes:
         tried = [i for i, c in enumerate(ref.calls) if c.tool != submit][::-1][:DROP_TRIES]
         for i in tried:
@@ -436,9 +472,14 @@ def _slots(task: Task, hidden: Path | None) -> list[tuple[str, int, int, list[st
     text = task.reference.answer or ""
     rng = random.Random(f"{task.id}:slots")
     args = _answer_args(task)
-    said = [f for kind, a in shape(task).parts if kind == "said" for f in a.get("facts") or []]
-    if said:
-        return [s for f in said for s in _fact_slot(text, f if isinstance(f, dict) else {"expected": f}, rng)]
+    said = _said_facts(task)
+    if said:  # one slot per fact (a fact with several values: its first value the text states)
+        slots: dict[int, list] = {}
+        for f in said:
+            found = [] if f["group"] in slots else _fact_slot(text, f, rng)
+            if found:
+                slots[f["group"]] = found
+        return [s for group in slots.values() for s in group]
     if args is not None:
         exp = args.get("expected")
         numeric = args.get("mode") == "numeric" or (args.get("mode", "auto") == "auto" and isinstance(
@@ -477,16 +518,44 @@ def _slots(task: Task, hidden: Path | None) -> list[tuple[str, int, int, list[st
     return out
 
 
+def _said_number(fact: dict) -> float | None:
+    """The value of a ``said`` fact graded as a number (as the kit reads it: a number, or in mode auto a
+    string that is one amount, "8276.23", "$8,276.23", but not a long or zero-led digit string: an id)."""
+    exp, mode = fact.get("expected"), fact.get("mode", "auto")
+    if isinstance(exp, bool) or mode == "exact":
+        return None
+    if isinstance(exp, (int, float)):
+        return float(exp)
+    text = str(exp).strip()
+    digits = text.isdigit() and (len(text) >= 7 or (len(text) > 1 and text[0] == "0"))
+    m = re.fullmatch(r"[-+]?\s*[$\u20ac\u00a3\u00a5]?\s*(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?\s*"
+                     r"(?:[$\u20ac\u00a3\u00a5]|usd|eur|gbp)?", text, re.I)
+    if m is None or (digits and mode == "auto"):
+        return None
+    return float(m.group(1).replace(",", "") + (m.group(2) or "")) * (-1 if text.startswith("-") else 1)
+
+
+def _said_facts(task: Task) -> list[dict]:
+    """The facts of the task's ``said`` parts as dicts; a fact with several values gives each value (its
+    candidates kept), ``group`` saying which fact it came from."""
+    facts = [dict(f) if isinstance(f, dict) else {"expected": f}
+             for kind, a in shape(task).parts if kind == "said" for f in a.get("facts") or []]
+    out = []
+    for group, f in enumerate(facts):
+        values = f["expected"] if isinstance(f.get("expected"), list) else [f.get("expected")]
+        out += [{**f, "expected": v, "aliases": [] if len(values) > 1 else f.get("aliases") or [], "group": group}
+                for v in values]
+    return out
+
+
 def _fact_slot(text: str, fact: dict, rng: random.Random) -> list[tuple[str, int, int, list[str]]]:
     """The last mention of a ``said`` fact in ``text`` (numbers by value, names as written or an alias) and
-    wrong values of its type: the fact's other known values (``candidates``) first."""
+    wrong values of its type: the fact's other known values (``candidates``) first; for a name with digits
+    (a tracking number, a date), neighbours of the same shape."""
     exp = fact.get("expected")
     others = [str(c) for c in fact.get("candidates") or [] if str(c).casefold() != str(exp).casefold()]
-    if isinstance(exp, (int, float)) and not isinstance(exp, bool) or fact.get("mode") == "numeric":
-        try:
-            value = float(str(exp).replace(",", ""))
-        except ValueError:
-            return []
+    value = _said_number(fact)
+    if value is not None:
         hits = [m for m in _NUM.finditer(text) if abs(float(m.group().replace(",", "")) - value) < 1e-9]
         if not hits:
             return []
@@ -499,9 +568,22 @@ def _fact_slot(text: str, fact: dict, rng: random.Random) -> list[tuple[str, int
     if not hits:
         return []
     m = max(hits, key=lambda h: h.start())
-    wrong = others + [w for w in _garbled(str(exp)) if w not in others]
-    rng.shuffle(wrong[len(others):])
+    shaped = _same_shape(str(exp))
+    wrong = others + [w for w in shaped + _garbled(str(exp)) if w not in others]
+    rng.shuffle(wrong[len(others) + len(shaped):])
     return [("name", m.start(), m.end(), wrong)]
+
+
+def _same_shape(value: str) -> list[str]:
+    """``value`` with its last run of digits moved by one to three ("1Z98062167" -> "1Z98062168",
+    "2025-05-03" -> "2025-05-04"): wrong values a reader cannot tell from the right one by their form."""
+    runs = list(re.finditer(r"\d+", value))
+    if not runs:
+        return []
+    r = runs[-1]
+    n, width = int(r.group()), len(r.group())
+    return [value[:r.start()] + f"{n + k:0{width}d}" + value[r.end():] for k in (1, 2, 3, -1) if n + k >= 0
+            and len(f"{n + k:0{width}d}") == width]
 
 
 def _garbled(name: str) -> list[str]:
@@ -541,12 +623,13 @@ def _wrong_names(task: Task, args: dict, hidden: Path | None, rng: random.Random
     return rng.sample(pool, min(3, len(pool)))
 
 
-def text_probes(sandbox: Sandbox, pack: Pack, task: Task) -> Iterator[tuple[str, Probe]]:
+def text_probes(sandbox: Sandbox, pack: Pack, task: Task) -> Iterator[tuple[str, Probe | str]]:
     """The hedge, enumeration and several-answer probes for each graded slot; for a ``program`` verifier a
     slot is graded when the reference with its value changed (every mention of it) scores below 1. The
     reference's messages to a user say the wrong value wherever they state the right one."""
     hidden = pack.hidden_dir if pack.root is not None else None
     slots = _slots(task, hidden)
+    said_slots = bool(_said_facts(task)) and task.verifier.kind != "program"
     ref = task.reference
     text, calls = ref.answer or "", ref.calls
     for kind, a, b, wrong in slots:
@@ -568,6 +651,32 @@ def text_probes(sandbox: Sandbox, pack: Pack, task: Task) -> Iterator[tuple[str,
                              ("enumeration", said("one of: " + ", ".join(items))),
                              ("answer-lines", said(wrong[0]) + "\n" + text)):
             yield name + suffix, Probe(calls, answer, 0.0, messages)
+        if said_slots:
+            yield from _said_probes(task, text, a, b, kind, wrong, suffix)
+
+
+def _said_probes(task: Task, text: str, a: int, b: int, kind: str, wrong: list[str],
+                 suffix: str) -> Iterator[tuple[str, Probe | str]]:
+    """The reference (messages and all) with a sentence added to its final text that leaves the user with
+    another value: ``restated`` (a second value beside it: "The system also shows W for this."),
+    ``corrected`` ("Correction: it is W.") and ``retracted`` ("Sorry, it is not V."), each of which must
+    score 0 for a ``said`` fact. A name the grader cannot tell another value of (a lowercase phrase such
+    as "shipped", with no candidates) does not meet ``restated``."""
+    ref = task.reference
+    unit = text[a - 1] if a and text[a - 1] in "$\u20ac\u00a3#" else ""
+    after = re.match(r"\s*(?:[\u20ac$\u00a3]|(?:euros?|dollars?|usd|eur|gbp|%)(?!\w))", text[b:], re.I)
+    tail = after.group() if kind == "number" and after else ""
+    right, other = unit + text[a:b] + tail, unit + wrong[0] + tail
+    known = kind == "number" or right[:1].isupper() or re.search(r"\d", right) or wrong[0] in [
+        str(c) for f in _said_facts(task) for c in f.get("candidates") or []]
+    end = text.rstrip() + "\n"
+    for name, added in (("restated", f"The system also shows {other} for this."),
+                        ("corrected", f"Correction: it is {other}."),
+                        ("retracted", f"Sorry, it is not {right}.")):
+        if name == "restated" and not known:
+            yield name + suffix, "the fact is a phrase with no other value of its kind to tell apart"
+            continue
+        yield name + suffix, Probe(ref.calls, end + added, 0.0, ref.messages)
 
 
 def _run(sandbox: Sandbox, task: Task, probe: Probe) -> Episode:

@@ -135,12 +135,29 @@ def _check_said(args: dict[str, Any]) -> None:
             for key in ("aliases", "candidates"):
                 if key in f and not isinstance(f[key], list):
                     raise ValueError(f"{where}.{key}: must be a list")
+            for key in ("rel_tol", "abs_tol"):
+                if key in f and (not _finite(f[key]) or f[key] < 0):
+                    raise ValueError(f"{where}.{key}: must be a number >= 0, got {f[key]!r}")
+            if f.get("mode") == "numeric":
+                for v in value if isinstance(value, list) else [value]:
+                    if not _finite(v) and not (isinstance(v, str) and _NUMBER_TEXT.fullmatch(v.strip())):
+                        raise ValueError(f"{where}.expected: mode numeric needs a number (or a string that is "
+                                         f"one, e.g. \"$8,276.23\"), got {v!r}")
         else:
             value = f
-        if not (isinstance(value, str) and value.strip()) and not _finite(value):
-            raise ValueError(f"{where}: a fact is a non-empty string or a number, got {value!r}")
+        values = value if isinstance(value, list) else [value]
+        if isinstance(value, list) and not value:
+            raise ValueError(f"{where}: a fact with several values lists at least one")
+        for v in values:
+            if not (isinstance(v, str) and v.strip()) and not _finite(v):
+                raise ValueError(f"{where}: a fact is a non-empty string, a number or a list of them, got {v!r}")
     if "evidence" in args and not isinstance(args["evidence"], list):
         raise ValueError("args.evidence: must be a list of strings")
+
+
+_NUMBER_TEXT = re.compile(r"[-+]?\s*[$\u20ac\u00a3\u00a5]?\s*\d[\d.,'\u00a0\u202f ]*\s*"
+                          r"(?:[$\u20ac\u00a3\u00a5]|usd|eur|gbp)?", re.I)
+"""A number written as text ("8276.23", "$8,276.23"): what ``said``'s numeric mode reads from a string."""
 
 
 def _check_no_write(args: dict[str, Any]) -> None:

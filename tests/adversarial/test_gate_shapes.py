@@ -138,6 +138,14 @@ TASKS = {
     "told": dict(verifier={"kind": "composite", "args": {"parts": [
         STATE, {"kind": "said", "args": {"facts": [{"expected": 54.2, "candidates": [54.2, 12.5, 99.0]}]}}]}},
         calls=REFUND, answer="Refunded: $54.20 goes back to your card."),
+    # no change, graded on what it tells (issue 29): a read with another order id must not stand in for a wrong
+    # statement (the mutated probe changes the told total instead)
+    "told-nowrite": dict(verifier={"kind": "composite", "args": {"parts": [
+        {"kind": "no_write", "args": {"db": DB}}, {"kind": "said", "args": {"facts": [
+            {"expected": "12.50", "name": "total"}]}}]}},
+        calls=[{"tool": "get_order", "args": {"order_id": "O-102"}}],
+        answer="Order O-102 cost $12.50 and is past the return window, so I cannot refund it.",
+        prompt="How much did order O-102 cost, and can I return it?"),
     # the amount counts for too little: the end state alone passes the threshold
     "told-light": dict(verifier={"kind": "composite", "args": {"mode": "weighted", "threshold": 0.7, "parts": [
         {**STATE, "weight": 3}, {"kind": "said", "weight": 1, "args": {"facts": [{"expected": 54.2}]}}]}},
@@ -234,6 +242,19 @@ def test_said_facts_meet_hedges_and_a_light_weight_is_caught(results):
     assert {"hedge-first", "hedge-last", "enumeration", "answer-lines"} <= set(r.probes)
     bad = results["told-light"]
     assert not bad.passed and bad.reason.startswith("empty scored 1"), bad.reason  # the end state alone passes
+
+
+def test_said_facts_meet_a_second_value_a_correction_and_a_retraction(results):
+    """Issue 29: the user left with another value (restated beside it, corrected to it) or none (taken back)."""
+    r = results["told"]
+    assert r.probes["restated"] == r.probes["corrected"] == r.probes["retracted"] == 0.0, r.probes
+
+
+def test_a_no_write_task_graded_by_said_is_kept_and_mutated_in_its_words(results):
+    """Before, ``mutated`` changed the read's order id: the told total stayed right and the task was rejected."""
+    r = results["told-nowrite"]
+    assert r.passed, r.reason
+    assert r.probes["mutated"] == 0.0 and r.probes["restated"] == 0.0
 
 
 def test_a_forbidden_call_the_tool_refuses_is_not_applicable(shop):
