@@ -69,6 +69,8 @@ class ImportReport:
     kinds: dict[str, int] = field(default_factory=dict)
     """Verifier part kind -> tasks using it."""
     notes: list[str] = field(default_factory=list)
+    write_tools: list[str] = field(default_factory=list)
+    """The tools tau2 marks as mutating the state."""
 
 
 # ------------------------------------------------------------------ the checkout
@@ -461,4 +463,5 @@ def import_tau2(path: str | Path, domain: str, out: str | Path, *, tasks_file: s
         notes.append("the verifier kit has no `confirmed` kind: writes are not checked for a description and consent")
     if "transferred" not in packmod.VERIFIER_KINDS:
         notes.append("the verifier kit has no `transferred` kind: hand-offs to a human are not checked")
-    return ImportReport(pack=pack, domain=domain, tasks=len(tasks), skipped=skipped, kinds=kinds, notes=notes)
+    return ImportReport(pack=pack, domain=domain, tasks=len(tasks), skipped=skipped, kinds=kinds, notes=notes,
+                        write_tools=sorted(n for n, t in tools.items() if t["mutates"]))
