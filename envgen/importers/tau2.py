@@ -354,8 +354,11 @@ def _convert(task: dict, domain: str, tools: dict[str, dict], nl_mode: str) -> t
             messages.append({"after": i, "content": _describe_call(c["tool"], c["args"])})
         elif i in transfers:
             messages.append({"after": i, "content": "I am transferring you to a human agent now."})
-    info = [str(x) for x in crit.get("communicate_info") or [] if str(x).strip()]
-    answer = " ".join([f"For your information: {x}." for x in info] + [CLOSING_QUESTION])
+    info = list(dict.fromkeys(str(x).strip() for x in crit.get("communicate_info") or [] if str(x).strip()))
+    # one message per value: values told side by side read as candidates for one another
+    messages += [{"after": len(calls), "content": f"Information {k + 1} of {len(info)}: {x}."}
+                 for k, x in enumerate(info)]
+    answer = CLOSING_QUESTION
 
     kinds = set(packmod.VERIFIER_KINDS)
     parts: list[dict] = []
