@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..errors import ImportSourceError
 from ..pack import format as packmod
 from . import tau2_sandbox as sandbox
 
@@ -51,10 +51,6 @@ NL_MODES = ("report", "require")
 IDENTITY_ASK = (r"\b(name|zip|postcode|post code|e-?mail|user ?id|account|identif|authenticat|verify|"
                 r"look you up|date of birth|phone)\b")
 REQUEST_ASK = r"how (can|may) i (help|assist)|what can i (do|help)|help you with"
-
-
-class Tau2ImportError(InputError):
-    """A tau2-bench checkout, domain or file that cannot be imported; the message names it and the fix."""
 
 
 @dataclass
@@ -78,17 +74,17 @@ class ImportReport:
 
 def _domain_dirs(root: Path, domain: str) -> tuple[Path, Path]:
     if not (root / "src" / "tau2").is_dir():
-        raise Tau2ImportError(f"{root}: not a tau2-bench checkout (no src/tau2/); pass the repository's root")
+        raise ImportSourceError(f"{root}: not a tau2-bench checkout (no src/tau2/); pass the repository's root")
     src = root / "src" / "tau2" / "domains" / domain
     if not (src / "tools.py").is_file():
         have = sorted(p.parent.name for p in (root / "src" / "tau2" / "domains").glob("*/tools.py"))
-        raise Tau2ImportError(f"{root}: no tau2 domain {domain!r} (src/tau2/domains/{domain}/tools.py); the checkout "
+        raise ImportSourceError(f"{root}: no tau2 domain {domain!r} (src/tau2/domains/{domain}/tools.py); the checkout "
                               f"has {', '.join(have) or 'none'}")
     data = root / "data" / "tau2" / "domains" / domain
     if not data.is_dir():
-        raise Tau2ImportError(f"{data} is missing: the domain's data (db, tasks, policy) must be in the checkout")
+        raise ImportSourceError(f"{data} is missing: the domain's data (db, tasks, policy) must be in the checkout")
     if (src / "user_tools.py").is_file():
-        raise Tau2ImportError(f"{src}: domain {domain!r} gives the user tools of their own (user_tools.py, a device the "
+        raise ImportSourceError(f"{src}: domain {domain!r} gives the user tools of their own (user_tools.py, a device the "
                               "user operates); envgen's simulated users have no tools, so its tasks cannot be played. "
                               "Import a domain where only the agent acts (retail, airline)")
     return src, data
@@ -97,14 +93,14 @@ def _domain_dirs(root: Path, domain: str) -> tuple[Path, Path]:
 def _read(path: Path, what: str) -> bytes:
     """The bytes of a required file, or one line saying why it cannot be had."""
     if not path.is_file():
-        raise Tau2ImportError(f"{path} is missing ({what}); a clone or snapshot without large files (e.g. blobs of "
+        raise ImportSourceError(f"{path} is missing ({what}); a clone or snapshot without large files (e.g. blobs of "
                               "4 MiB and more left out) lacks it: fetch the file into the checkout and rerun")
     try:
         data = path.read_bytes()
     except OSError as e:
-        raise Tau2ImportError(f"{path} cannot be read ({what}): {e.strerror or e}") from None
+        raise ImportSourceError(f"{path} cannot be read ({what}): {e.strerror or e}") from None
     if data.startswith(b"version https://git-lfs") or data.startswith(b"/annex/objects/"):
-        raise Tau2ImportError(f"{path} is a large-file pointer, not the {what}: fetch its content (git lfs pull / "
+        raise ImportSourceError(f"{path} is a large-file pointer, not the {what}: fetch its content (git lfs pull / "
                               "git annex get) and rerun")
     return data
 
@@ -113,7 +109,7 @@ def _json(path: Path, what: str) -> Any:
     try:
         return json.loads(_read(path, what).decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
-        raise Tau2ImportError(f"{path} is not valid JSON ({what}): {e}") from None
+        raise ImportSourceError(f"{path} is not valid JSON ({what}): {e}") from None
 
 
 def _database(data: Path) -> Any:
@@ -123,7 +119,7 @@ def _database(data: Path) -> Any:
         try:
             return tomllib.loads(_read(toml, "the domain's database").decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise Tau2ImportError(f"{toml} is not valid TOML (the domain's database): {e}") from None
+            raise ImportSourceError(f"{toml} is not valid TOML (the domain's database): {e}") from None
     return _json(data / "db.json", "the domain's database")
 
 
@@ -131,7 +127,7 @@ def _policy(data: Path) -> str:
     for name in ("policy.md", "main_policy.md"):
         if (data / name).exists():
             return _read(data / name, "the domain's policy").decode("utf-8")
-    raise Tau2ImportError(f"{data}/policy.md is missing (the domain's policy the agent follows)")
+    raise ImportSourceError(f"{data}/policy.md is missing (the domain's policy the agent follows)")
 
 
 def _tasks(data: Path, tasks_file: str | None, split: str | None) -> list[dict]:
@@ -140,13 +136,13 @@ def _tasks(data: Path, tasks_file: str | None, split: str | None) -> list[dict]:
         path = data / tasks_file
     tasks = _json(path, "the domain's tasks")
     if not isinstance(tasks, list) or not all(isinstance(t, dict) and "id" in t for t in tasks):
-        raise Tau2ImportError(f"{path}: expected a JSON list of tau2 tasks (objects with an id)")
+        raise ImportSourceError(f"{path}: expected a JSON list of tau2 tasks (objects with an id)")
     if split is None:
         return tasks
     split_path = path.parent / f"split_{path.stem}.json"
     splits = _json(split_path, "the task splits")
     if split not in splits:
-        raise Tau2ImportError(f"{split_path}: no split {split!r}; it has {', '.join(sorted(splits))}")
+        raise ImportSourceError(f"{split_path}: no split {split!r}; it has {', '.join(sorted(splits))}")
     keep = {str(i) for i in splits[split]}
     return [t for t in tasks if str(t["id"]) in keep]
 
@@ -181,19 +177,19 @@ def _domain_files(src: Path, domain: str) -> list[Path]:
                 rel = module[len(prefix) + 1:].replace(".", "/")
                 target = src / (rel + ".py") if rel else src / "__init__.py"
                 if not target.is_file():
-                    raise Tau2ImportError(f"{path}: imports {module}, which is not in the checkout")
+                    raise ImportSourceError(f"{path}: imports {module}, which is not in the checkout")
                 todo.append(target)
             elif module in sandbox.PROVIDED:
                 missing = sorted(set(names) - sandbox.PROVIDED[module])
                 if missing:
-                    raise Tau2ImportError(f"{path}: imports {', '.join(missing)} from {module}, which an imported pack "
+                    raise ImportSourceError(f"{path}: imports {', '.join(missing)} from {module}, which an imported pack "
                                           "does not carry (tau2's framework beyond the tool decorator and the DB "
                                           "base class)")
             elif top == "tau2":
-                raise Tau2ImportError(f"{path}: imports {module}, part of tau2's framework an imported pack does not "
+                raise ImportSourceError(f"{path}: imports {module}, part of tau2's framework an imported pack does not "
                                       "carry; only domains whose tools need the toolkit and DB base classes import")
             elif top not in sys.stdlib_module_names and top not in sandbox.THIRD_PARTY:
-                raise Tau2ImportError(f"{path}: imports {module}, a package the pack's image does not install "
+                raise ImportSourceError(f"{path}: imports {module}, a package the pack's image does not install "
                                       f"(it has {', '.join(sorted(sandbox.THIRD_PARTY))})")
     return sorted(seen)
 
@@ -212,12 +208,12 @@ def _write_env(env: Path, src: Path, domain: str, db: Any) -> None:
     files = _domain_files(src, domain)
     toolkit = _class_with_base(src / "tools.py", {"ToolKitBase"})
     if toolkit is None:
-        raise Tau2ImportError(f"{src / 'tools.py'}: no class derived from ToolKitBase (the domain's toolkit)")
+        raise ImportSourceError(f"{src / 'tools.py'}: no class derived from ToolKitBase (the domain's toolkit)")
     if not (src / "data_model.py").is_file():
-        raise Tau2ImportError(f"{src}/data_model.py is missing (the domain's database model)")
+        raise ImportSourceError(f"{src}/data_model.py is missing (the domain's database model)")
     db_class = _class_with_base(src / "data_model.py", {"DB"})
     if db_class is None:
-        raise Tau2ImportError(f"{src / 'data_model.py'}: no class derived from DB (the domain's database model)")
+        raise ImportSourceError(f"{src / 'data_model.py'}: no class derived from DB (the domain's database model)")
     for rel, text in sandbox.FRAMEWORK.items():
         (env / rel).parent.mkdir(parents=True, exist_ok=True)
         (env / rel).write_text(text, encoding="utf-8")
@@ -240,7 +236,7 @@ def _describe(env: Path, python: str) -> list[dict]:
                          timeout=600, cwd=env)
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        raise Tau2ImportError(f"the domain's tools or database do not load ({last}); the importer runs them with "
+        raise ImportSourceError(f"the domain's tools or database do not load ({last}); the importer runs them with "
                               f"{python}, which needs pydantic 2")
     return json.loads(out.stdout)["tools"]
 
@@ -421,10 +417,10 @@ def import_tau2(path: str | Path, domain: str, out: str | Path, *, tasks_file: s
     python: the interpreter that runs the domain's code once at import (default: envgen's own; needs pydantic 2).
     """
     if nl_assertions not in NL_MODES:
-        raise Tau2ImportError(f"--nl-assertions {nl_assertions!r}: expected one of {', '.join(NL_MODES)}")
+        raise ImportSourceError(f"--nl-assertions {nl_assertions!r}: expected one of {', '.join(NL_MODES)}")
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
-        raise Tau2ImportError(f"{root}: no such directory (pass the root of a tau2-bench checkout)")
+        raise ImportSourceError(f"{root}: no such directory (pass the root of a tau2-bench checkout)")
     src, data = _domain_dirs(root, domain)
     raw_tasks = _tasks(data, tasks_file, split)
     policy = _policy(data)
@@ -448,7 +444,7 @@ def import_tau2(path: str | Path, domain: str, out: str | Path, *, tasks_file: s
             _kinds(task.verifier.model_dump(), kinds)
         if not tasks:
             first = next(iter(skipped.items()), ("", "the task file is empty"))
-            raise Tau2ImportError(f"{data}: no task of domain {domain!r} can be imported (task {first[0]}: {first[1]})")
+            raise ImportSourceError(f"{data}: no task of domain {domain!r} can be imported (task {first[0]}: {first[1]})")
         manifest = packmod.Manifest(
             name=f"tau2-{domain}", family="general", category=f"tau2-{domain}",
             description=f"tau2-bench's {domain} domain, imported from a checkout: the domain's own tools on its JSON "
