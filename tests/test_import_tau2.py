@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from envgen.cli import app
 from envgen.episodes.episode import replay
 from envgen.errors import ImportSourceError
-from envgen.importers.tau2 import first_person, import_tau2
+from envgen.importers.tau2 import AGENT_FIRST, first_person, import_tau2
 from envgen.pack import VERIFIER_KINDS, ToolCall, load
 from envgen.sandbox import open_sandbox
 
@@ -233,9 +233,13 @@ def test_the_domain_imports_to_a_pack_that_loads(imported):
     # tau2's code is carried byte for byte; the state is the domain's db in canonical form
     assert (pack.env_dir / "tau2/domains/shop/tools.py").read_text() == textwrap.dedent(TOOLS)
     assert json.loads((pack.env_dir / "state/db.json").read_text()) == DB
-    # the agent sees a neutral opening; the scenario is the hidden user's
+    # the agent sees tau2's greeting and the user's opening, or a neutral opening; the scenario is the hidden user's
     t0 = pack.task("tau2-shop-0")
-    assert [m.content for m in t0.prompt] == ["Hi, I need some help."]
+    if AGENT_FIRST:
+        assert t0.prompt == [] and pack.manifest.agent_first and pack.manifest.greeting.startswith("Hi!")
+        assert t0.user.opening == "I want to cancel order #W1001."
+    else:
+        assert [m.content for m in t0.prompt] == ["Hi, I need some help."]
     assert "cancel order #W1001" in t0.user.goal and "no longer need" in t0.user.goal
     assert {f.name: f.reply for f in t0.user.facts}["known_info"] == "My email is ana@example.com."
     parts = {p["name"]: p for p in t0.verifier.args["parts"]}

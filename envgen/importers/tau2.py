@@ -42,9 +42,14 @@ from . import tau2_sandbox as sandbox
 
 STATE = "state/db.json"
 GREETING = "Hi! How can I help you today?"
-"""tau2's agent greeting, said first by the reference."""
+"""tau2's agent greeting: the pack's ``Manifest.greeting`` where envgen lets the agent speak first, else the
+reference's first message."""
 OPENING = "Hi, I need some help."
-"""The user's first message the agent sees: neutral, so nothing of the hidden scenario leaks into the prompt."""
+"""The user's first message where the agent cannot speak first: neutral, so nothing of the hidden scenario
+leaks into the prompt."""
+AGENT_FIRST = "agent_first" in packmod.Manifest.model_fields
+"""This envgen lets the agent speak first (tau2's convention): the episode opens with the greeting and the
+user's opening comes from its spec (``UserSpec.opening``), so task prompts hold no user message."""
 CONSENT = "Shall I proceed?"
 CLOSING_QUESTION = "Is there anything else I can help you with?"
 NL_MODES = ("report", "require")
@@ -296,6 +301,8 @@ def _user_spec(scen: dict, n_steps: int) -> dict:
     spec: dict = {"goal": goal or "Get help from the agent.", "persona": scen.get("persona") or "", "facts": facts,
                   "stop": [re.escape(CLOSING_QUESTION)], "closing": "No, that's all. Thank you!",
                   "max_replies": n_steps + 8}
+    if AGENT_FIRST and reason:
+        spec["opening"] = first_person(reason)
     if "consent" not in packmod.UserSpec.model_fields:  # a scripted user that answers consent questions itself
         spec["rules"] = [{"when": re.escape(CONSENT), "reply": "Yes, please go ahead."}]
     return spec
@@ -344,7 +351,7 @@ def _convert(task: dict, domain: str, tools: dict[str, dict], nl_mode: str) -> t
     calls = [{"tool": a["name"], "args": a.get("arguments") or {}} for a in actions]
     writes = [i for i, c in enumerate(calls) if tools[c["tool"]]["mutates"]]
     transfers = [i for i, c in enumerate(calls) if c["tool"].startswith("transfer_to_human")]
-    messages = [{"after": 0, "content": GREETING}]
+    messages = [] if AGENT_FIRST else [{"after": 0, "content": GREETING}]
     for i, c in enumerate(calls):
         if i in writes:
             messages.append({"after": i, "content": _describe_call(c["tool"], c["args"])})
@@ -384,7 +391,7 @@ def _convert(task: dict, domain: str, tools: dict[str, dict], nl_mode: str) -> t
                 {"name": "checks", "kind": "composite", "weight": 9, "args": verifier["args"]}, rubric]}}
     scen = _scenario(task)
     out = packmod.Task(
-        id=f"tau2-{domain}-{task['id']}", prompt=[{"role": "user", "content": OPENING}],
+        id=f"tau2-{domain}-{task['id']}", prompt=[] if AGENT_FIRST else [{"role": "user", "content": OPENING}],
         user=_user_spec(scen, len(calls) + len(messages)), verifier=verifier,
         reference={"calls": calls, "answer": answer, "messages": messages},
         difficulty=len(calls),
@@ -450,6 +457,7 @@ def import_tau2(path: str | Path, domain: str, out: str | Path, *, tasks_file: s
             description=f"tau2-bench's {domain} domain, imported from a checkout: the domain's own tools on its JSON "
                         "database, its policy, and its tasks with a simulated user.",
             instructions=policy, tools=[t["schema"] for t in described],
+            **({"agent_first": True, "greeting": GREETING} if AGENT_FIRST else {}),
             limits=packmod.Limits(max_turns=60, step_timeout_s=20.0, memory_mb=2048),
             provenance=packmod.Provenance(generator="envgen import tau2",
                                           sources=[f"tau2-bench/{domain}", f"tasks:{tasks_file or 'tasks.json'}"
