@@ -85,13 +85,16 @@ def judge(pack, workers: int, writes: set[str]) -> dict:
     def one(task):
         ref = task.reference
         out = {"id": task.id}
-        out["reference"] = replay(sbx(), task, ref.calls, ref.answer, ref.messages).verdict.reward
+        good = replay(sbx(), task, ref.calls, ref.answer, ref.messages).verdict
+        out["reference"] = good.reward
         out["null"] = replay(sbx(), task, [], "", None).verdict.reward
         wrong = wrong_calls(task, writes)
         if wrong is not None:
             out["wrong"] = replay(sbx(), task, wrong, ref.answer, ref.messages).verdict.reward
-        out["trivial"] = task.meta.get("writes", 0) == 0 and not any(
-            p.get("kind") == "said" for p in _parts(task.verifier.model_dump()))
+        # tau2 passes a task with no action when its expected actions change nothing (none writes, or every
+        # write fails) and nothing is to be told (its judged assertions aside)
+        out["trivial"] = _changed(good.details) == 0 and not any(
+            p.get("kind") in ("said", "transferred") for p in _parts(task.verifier.model_dump()))
         return out
 
     try:
@@ -101,6 +104,18 @@ def judge(pack, workers: int, writes: set[str]) -> dict:
         for b in boxes:
             b.close()
     return {"rows": rows}
+
+
+def _changed(details: dict) -> int | None:
+    """Leaves of the JSON state the episode changed, from its verdict's state part."""
+    for p in details.get("parts") or []:
+        d = p.get("details") or {}
+        if isinstance(d.get("changes"), dict) and "summary" in d["changes"]:
+            return d["changes"]["summary"].get("changed")
+        found = _changed(d)
+        if found is not None:
+            return found
+    return None
 
 
 def _parts(v: dict) -> list[dict]:
@@ -144,10 +159,12 @@ def main() -> None:
         wrong_zero = sum(r["wrong"] == 0.0 for r in wrong)
         lines.append(f"| {domain} | {n} (skipped {len(rep.skipped)}) | {ref_ok}/{n} | {null_zero}/{n - len(trivial)} | "
                      f"{null_one_trivial}/{len(trivial)} | {wrong_zero}/{len(wrong)} | {t_import:.1f} | {t_judge:.0f} |")
-        bad = [r["id"] for r in res if r["reference"] != 1.0] + [r["id"] for r in wrong if r["wrong"] != 0.0] + \
-            [r["id"] for r in res if not r["trivial"] and r["null"] != 0.0]
-        if bad:
-            notes.append(f"- {domain}: off target: {', '.join(sorted(set(bad))[:20])}")
+        for what, ids in (("reference below 1", [r["id"] for r in res if r["reference"] != 1.0]),
+                          ("wrong trajectory above 0", [r["id"] for r in wrong if r["wrong"] != 0.0]),
+                          ("null above 0", [r["id"] for r in res if not r["trivial"] and r["null"] != 0.0]),
+                          ("tau2 passes with no action", [r["id"] for r in trivial])):
+            if ids:
+                notes.append(f"- {domain}: {what}: {', '.join(sorted(ids, key=lambda i: int(i.rsplit('-', 1)[1]) if i.rsplit('-', 1)[1].isdigit() else 0)[:30])}")
         kinds = Counter(rep.kinds)
         notes.append(f"- {domain}: verifier parts per task kind: {dict(sorted(kinds.items()))}"
                      + (f"; {'; '.join(rep.notes)}" if rep.notes else ""))

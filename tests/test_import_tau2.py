@@ -304,3 +304,14 @@ def test_errors_name_the_input(tmp_path, case):
 def test_first_person():
     assert first_person("You are Yusuf Rossi in zip code 19122. Your email is a@b.c.") == \
         "I am Yusuf Rossi in zip code 19122. My email is a@b.c."
+
+
+@pytest.mark.docker
+def test_the_pack_runs_in_docker(imported):
+    """The image installs pydantic for tau2's data model; tools and the verifier's reference replay run there."""
+    pack = imported[1].pack
+    task = pack.task("tau2-shop-0")
+    ref = task.reference
+    with open_sandbox(pack, "docker") as box:
+        assert replay(box, task, ref.calls, ref.answer, ref.messages).verdict.reward == 1.0
+        assert replay(box, task, [], "", None).verdict.reward == 0.0
