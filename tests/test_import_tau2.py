@@ -183,6 +183,9 @@ TASKS = [
     _task("3", [FIND, ("modify_items", {"order_id": "#W1001", "item_ids": ["444", "555"]}, None)],
           "You want the items of #W1001 replaced by 444 and 555."),
     _task("4", [("toggle_airplane_mode", {}, "user")], "Your phone has no signal."),
+    {**_task("5", [FIND], "You want to know your user id."),
+     "initial_state": {"initialization_actions": [{"env_type": "assistant", "func_name": "cancel_pending_order",
+                                                    "arguments": {"order_id": "#W1001", "reason": "ordered by mistake"}}]}},
 ]
 
 
@@ -198,7 +201,7 @@ def write_checkout(root, *, db=True):
     if db:
         (data / "db.json").write_text(json.dumps(DB, indent=4))
     (data / "tasks.json").write_text(json.dumps(TASKS, indent=2))
-    (data / "split_tasks.json").write_text(json.dumps({"train": ["0", "1"], "test": ["2", "3", "4"]}))
+    (data / "split_tasks.json").write_text(json.dumps({"train": ["0", "1"], "test": ["2", "3", "4", "5"]}))
     (data / "policy.md").write_text("# Shop agent policy\n\nAuthenticate the user by email before any action. "
                                     "Ask for explicit confirmation (yes) before any change.\n")
     return root
@@ -221,7 +224,8 @@ def sbx(imported):
 def test_the_domain_imports_to_a_pack_that_loads(imported):
     root, report = imported
     pack = load(report.pack.root)
-    assert report.tasks == 4 and set(report.skipped) == {"4"} and "user's" in report.skipped["4"]
+    assert report.tasks == 4 and set(report.skipped) == {"4", "5"} and "user's" in report.skipped["4"]
+    assert "initial state" in report.skipped["5"]
     assert report.write_tools == ["cancel_pending_order", "modify_items"]
     assert pack.manifest.instructions.startswith("# Shop agent policy")
     tools = {t.name: t.function for t in pack.manifest.tools}

@@ -346,6 +346,10 @@ def _convert(task: dict, domain: str, tools: dict[str, dict], nl_mode: str) -> t
             return None, f"action {a.get('action_id')} is the user's ({a.get('name')}): envgen's users have no tools"
         if a.get("name") not in tools:
             return None, f"action {a.get('action_id')} calls {a.get('name')!r}, which the domain's toolkit lacks"
+    init = task.get("initial_state") or {}
+    if any(init.get(k) for k in ("initialization_data", "initialization_actions", "message_history")):
+        return None, "an initial state of its own (initialization data, actions or message history): a pack's tasks " \
+                     "share one state"
     if crit.get("env_assertions"):
         return None, "env_assertions (checks run by tau2's environment code) have no offline equivalent here"
     calls = [{"tool": a["name"], "args": a.get("arguments") or {}} for a in actions]
