@@ -246,6 +246,9 @@ def test_the_domain_imports_to_a_pack_that_loads(imported):
         assert [m.content for m in t0.prompt] == ["Hi, I need some help."]
     assert "cancel order #W1001" in t0.user.goal and "no longer need" in t0.user.goal
     assert {f.name: f.reply for f in t0.user.facts}["known_info"] == "My email is ana@example.com."
+    assert t0.user.closing == "No, that's all. Thank you!"
+    if "user" in type(pack.manifest).model_fields:  # pack-level user defaults: tasks store only what differs
+        assert "that's all" not in (pack.root / "tasks.jsonl").read_text()
     parts = {p["name"]: p for p in t0.verifier.args["parts"]}
     assert parts["end_state"]["args"] == {"json": "state/db.json", "changes": {"replay": True}}
     assert parts["told"]["args"]["facts"][0]["expected"] == 54.2

@@ -53,6 +53,9 @@ user's opening comes from its spec (``UserSpec.opening``), so task prompts hold 
 CONSENT = "Shall I proceed?"
 CLOSING_QUESTION = "Is there anything else I can help you with?"
 NL_MODES = ("report", "require")
+USER_DEFAULTS = {"stop": [re.escape(CLOSING_QUESTION)], "closing": "No, that's all. Thank you!"}
+"""What every task's user shares: the pack's ``Manifest.user`` where envgen has pack-level user defaults (the
+tasks then store only what differs)."""
 IDENTITY_ASK = (r"\b(name|zip|postcode|post code|e-?mail|user ?id|account|identif|authenticat|verify|"
                 r"look you up|date of birth|phone)\b")
 REQUEST_ASK = r"how (can|may) i (help|assist)|what can i (do|help)|help you with"
@@ -299,8 +302,7 @@ def _user_spec(scen: dict, n_steps: int) -> dict:
         facts.append({"name": "known_info", "value": scen["known_info"].strip(), "ask": IDENTITY_ASK,
                       "reply": first_person(scen["known_info"])})
     spec: dict = {"goal": goal or "Get help from the agent.", "persona": scen.get("persona") or "", "facts": facts,
-                  "stop": [re.escape(CLOSING_QUESTION)], "closing": "No, that's all. Thank you!",
-                  "max_replies": n_steps + 8}
+                  **USER_DEFAULTS, "max_replies": n_steps + 8}
     if AGENT_FIRST and reason:
         spec["opening"] = first_person(reason)
     if "consent" not in packmod.UserSpec.model_fields:  # a scripted user that answers consent questions itself
@@ -462,6 +464,7 @@ def import_tau2(path: str | Path, domain: str, out: str | Path, *, tasks_file: s
                         "database, its policy, and its tasks with a simulated user.",
             instructions=policy, tools=[t["schema"] for t in described],
             **({"agent_first": True, "greeting": GREETING} if AGENT_FIRST else {}),
+            **({"user": USER_DEFAULTS} if "user" in packmod.Manifest.model_fields else {}),
             limits=packmod.Limits(max_turns=60, step_timeout_s=20.0, memory_mb=2048),
             provenance=packmod.Provenance(generator="envgen import tau2",
                                           sources=[f"tau2-bench/{domain}", f"tasks:{tasks_file or 'tasks.json'}"
