@@ -199,8 +199,8 @@ def _db_class():
 
 
 def dumps(db) -> str:
-    """The canonical text of the state: the model's own field order, two-space indent, UTF-8."""
-    return json.dumps(db.model_dump(mode="json"), ensure_ascii=False, indent=2) + "\\n"
+    """The canonical text of the state: pydantic's own JSON of the model (its field order, two-space indent)."""
+    return db.model_dump_json(indent=2) + "\\n"
 
 
 def _stamp(path):
@@ -211,8 +211,8 @@ def _stamp(path):
 def _load():
     stamp = _stamp(STATE)
     if _cache.get("stamp") != stamp:
-        with open(STATE, encoding="utf-8") as f:
-            db = _db_class().model_validate(json.load(f))
+        with open(STATE, "rb") as f:
+            db = _db_class().model_validate_json(f.read())
         _cache.update(stamp=stamp, kit=_kit_class()(db))
     return _cache["kit"]
 
