@@ -286,13 +286,18 @@ def test_split_and_cli(tmp_path):
     assert [t.meta["tau2_id"] for t in load(tmp_path / "pack").tasks] == ["0", "1"]
 
 
-@pytest.mark.parametrize("case", ["no_db", "bad_db", "pointer", "domain", "not_tau2", "split"])
+@pytest.mark.parametrize("case", ["no_db", "bad_db", "bad_shape", "pointer", "domain", "not_tau2", "split", "heavy"])
 def test_errors_name_the_input(tmp_path, case):
     root = write_checkout(tmp_path / "tau2", db=case != "no_db")
     db = root / "data/tau2/domains/shop/db.json"
     kw = {}
     if case == "bad_db":
         db.write_text("{oops")
+    elif case == "bad_shape":
+        db.write_text(json.dumps({"orders": {}, "users": {"ana_7": {"user_id": "ana_7"}}}))
+    elif case == "heavy":  # a domain that needs more of tau2's framework than a pack carries
+        tools = root / "src/tau2/domains/shop/tools.py"
+        tools.write_text("from tau2.environment.tool import as_tool\n" + tools.read_text())
     elif case == "pointer":
         db.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 5000000\n")
     elif case == "split":
@@ -304,6 +309,8 @@ def test_errors_name_the_input(tmp_path, case):
     msg = str(e.value)
     assert "\n" not in msg
     assert {"no_db": "db.json is missing", "bad_db": "db.json is not valid JSON", "pointer": "large-file pointer",
+            "bad_shape": "ValidationError: 2 validation errors for ShopDB / users.ana_7.email",
+            "heavy": "imports tau2.environment.tool, part of tau2's framework an imported pack does not carry",
             "domain": "the checkout has shop", "not_tau2": "not a tau2-bench checkout",
             "split": "no split 'dev'; it has test, train"}[case] in msg
 

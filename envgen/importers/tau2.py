@@ -158,14 +158,22 @@ def _tasks(data: Path, tasks_file: str | None, split: str | None) -> list[dict]:
 # ------------------------------------------------------------------ the domain's code
 
 
-def _imports(path: Path) -> list[tuple[str, list[str]]]:
-    """(module, names) of every import statement in a file (relative imports resolved are not used by tau2)."""
+def _imports(path: Path, package: str) -> list[tuple[str, list[str]]]:
+    """(module, names) of every import statement in a file of ``package`` (relative imports resolved)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out += [(a.name, []) for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        elif isinstance(node, ast.ImportFrom) and node.level == 1:  # from .data_model import X / from . import utils
+            if node.module:
+                out.append((f"{package}.{node.module}", [a.name for a in node.names]))
+            else:
+                out += [(f"{package}.{a.name}", []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            raise ImportSourceError(f"{path}: a relative import above the domain's package (line {node.lineno}); "
+                                    "the importer copies the domain's own modules only")
+        elif isinstance(node, ast.ImportFrom) and node.module:
             out.append((node.module, [a.name for a in node.names]))
     return out
 
@@ -179,7 +187,7 @@ def _domain_files(src: Path, domain: str) -> list[Path]:
         if path in seen:
             continue
         seen.append(path)
-        for module, names in _imports(path):
+        for module, names in _imports(path, prefix):
             top = module.partition(".")[0]
             if module == prefix or module.startswith(prefix + "."):
                 rel = module[len(prefix) + 1:].replace(".", "/")
@@ -238,14 +246,14 @@ def _write_env(env: Path, src: Path, domain: str, db: Any) -> None:
     (env / "Dockerfile").write_text(sandbox.DOCKERFILE, encoding="utf-8")
 
 
-def _describe(env: Path, python: str) -> list[dict]:
+def _describe(env: Path, python: str, where: str) -> list[dict]:
     """Run the pack's own bridge once on the host: tool schemas, types, and the state in canonical form."""
     out = subprocess.run([python, "-B", str(env / "_tau2.py"), str(env)], capture_output=True, text=True,
                          timeout=600, cwd=env)
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ImportSourceError(f"the domain's tools or database do not load ({last}); the importer runs them with "
-                              f"{python}, which needs pydantic 2")
+        raise ImportSourceError(f"{where}: the domain's tools or database do not load ({last}); the importer runs "
+                                f"them with {python}, which needs pydantic 2")
     return json.loads(out.stdout)["tools"]
 
 
@@ -444,7 +452,7 @@ def import_tau2(path: str | Path, domain: str, out: str | Path, *, tasks_file: s
         env.mkdir()
         hidden.mkdir()
         _write_env(env, src, domain, db)
-        described = _describe(env, python or sys.executable)
+        described = _describe(env, python or sys.executable, f"{src} with {data}")
         (env / "tools.py").write_text(_tools_py(domain, described), encoding="utf-8")
         tools = {t["name"]: t for t in described}
         tasks, skipped, kinds = [], {}, {}

@@ -335,6 +335,12 @@ def describe() -> dict:
 
 if __name__ == "__main__":
     os.chdir(sys.argv[1])
-    print(json.dumps(describe()))
+    try:
+        described = describe()
+    except Exception as e:  # one line for the importer's error: what failed, on which field
+        lines = [x.strip() for x in str(e).splitlines() if x.strip() and "errors.pydantic" not in x][:3]
+        sys.stderr.write(type(e).__name__ + ": " + " / ".join(lines) + "\\n")
+        sys.exit(1)
+    print(json.dumps(described))
 '''
 """The bridge module (``env/_tau2.py``), formatted with domain, toolkit, db_class and state."""
