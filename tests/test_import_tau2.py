@@ -329,3 +329,13 @@ def test_the_pack_runs_in_docker(imported):
     with open_sandbox(pack, "docker") as box:
         assert replay(box, task, ref.calls, ref.answer, ref.messages).verdict.reward == 1.0
         assert replay(box, task, [], "", None).verdict.reward == 0.0
+
+
+def test_nl_assertions_can_gate_the_reward(tmp_path):
+    root = write_checkout(tmp_path / "tau2")
+    v = import_tau2(root, "shop", tmp_path / "pack", nl_assertions="require").pack.task("tau2-shop-2").verifier.args
+    assert v["mode"] == "all" and v["parts"][-1]["kind"] == "rubric"
+    assert v["parts"][-1]["args"]["criteria"] == [{"id": "a1", "text": "The agent transfers the user to a human.",
+                                                   "weight": 1}]
+    with pytest.raises(ImportSourceError, match="--nl-assertions 'judge'"):
+        import_tau2(root, "shop", tmp_path / "pack2", nl_assertions="judge")
