@@ -349,6 +349,7 @@ def _fact(info: str) -> Any:
 
 
 def _convert(task: dict, domain: str, tools: dict[str, dict], nl_mode: str) -> tuple[packmod.Task | None, str]:
+    """One tau2 task as a pack task, or (None, why it cannot be played here)."""
     crit = task.get("evaluation_criteria") or {}
     actions = crit.get("actions") or []
     for a in actions:
