@@ -37,6 +37,9 @@ app.add_typer(image_app, name="image")
 app.add_typer(sandbox_app, name="sandbox")
 export_app = typer.Typer(help="Export packs to other formats.", no_args_is_help=True)
 app.add_typer(export_app, name="export")
+import_app = typer.Typer(help="Import an existing suite as a pack: `envgen import tau2 PATH --domain retail`.",
+                         no_args_is_help=True)
+app.add_typer(import_app, name="import")
 corpus_app = typer.Typer(help="Corpora for the search family: index them, mine long-tail entities.", no_args_is_help=True)
 app.add_typer(corpus_app, name="corpus")
 
@@ -611,6 +614,40 @@ def export_swebench_cmd(
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
     else:
         err.print(f"wrote {len(rows)} instance(s) to {out_file}")
+
+
+# ----------------------------------------------------------------------------- import
+
+
+@import_app.command("tau2")
+def import_tau2_cmd(
+    path: Path = typer.Argument(..., help="Root of your tau2-bench checkout (the folder with src/tau2 and data/tau2)."),
+    domain: str = typer.Option(..., "--domain", "-d", help="The domain to import: a folder of src/tau2/domains "
+                               "(retail, airline)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Directory to write the pack to."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", help="Task file: a path, or a file name in the domain's data "
+                                        "folder (default: tasks.json)."),
+    split: Optional[str] = typer.Option(None, "--split", help="Keep only this split of split_<tasks file>.json "
+                                        "(train, test, base); default: every task."),
+    nl_assertions: str = typer.Option("report", "--nl-assertions", help="tau2's LLM-judged assertions: report (a "
+                                      "judged rubric part that does not gate the reward, so the pack scores offline) "
+                                      "or require (the rubric must pass: reward 0 until a judge grades it)."),
+    as_json: bool = JsonOpt,
+):
+    """Turn a tau2-bench domain into a pack: tau2's own tools on its JSON database, its policy, its tasks."""
+    from .importers.tau2 import import_tau2
+
+    report = import_tau2(path, domain, out, tasks_file=tasks, split=split, nl_assertions=nl_assertions)
+    summary = {"pack": str(report.pack.root), "domain": domain, "tasks": report.tasks, "skipped": report.skipped,
+               "verifier_parts": report.kinds, "notes": report.notes}
+    if as_json:
+        _emit_json(summary)
+        return
+    err.print(f"wrote {report.tasks} task(s) of tau2-bench {domain} to {report.pack.root}")
+    for tid, why in report.skipped.items():
+        err.print(f"skipped task {tid}: {why}")
+    for note in report.notes:
+        err.print(f"note: {note}")
 
 
 # ----------------------------------------------------------------------------- corpus

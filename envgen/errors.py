@@ -37,6 +37,11 @@ class InputError(EnvgenError):
     exit_code = 2
 
 
+class ImportSourceError(InputError):
+    """An existing suite given to ``envgen import`` (a checkout, a domain, a file in it) cannot be imported; the
+    message names the file and what to fetch or fix."""
+
+
 class PackError(InputError):
     """A pack that does not load: the message names the file, the line (where there is one) and the field."""
 

@@ -163,7 +163,7 @@ LAYERS = [
     {"passcheck"},  # keep rules, executors, envgen check / eval, the rollout ledger
     {"build"},  # the Family interface, generator SDK, red-team gate, offline build, LLM-pipeline runner
     {"retrieval"},  # search backends and corpora for the generator agents
-    {"families"},  # general, search, code (host side)
+    {"families", "importers"},  # general, search, code (host side); importers of existing suites (tau2-bench)
     {"rl"},  # TRL adapter and trainer
     {"serve"},  # envgen serve: packs' episodes as OpenEnv sessions (its client, the remote backend, is in sandbox)
     {"cli", "__main__"},

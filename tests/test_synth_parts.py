@@ -269,7 +269,7 @@ def test_conversation_spec_names_each_invalid_field():
         "parts[0].args: a rubric part needs criteria")
     assert problems(parts=[{"kind": "no_write", "args": {}}, {"kind": "said", "args": {"facts": [1]}, "weight": -1}]) \
         == ("parts", ["parts[0].args.db: a no_write verifier needs db (a database path under env/) or dbs (a list of "
-                      "them)"])
+                      "them), or json / jsons (JSON state files under env/)"])
     assert problems(parts=[{"kind": "said", "args": {"facts": [1]}, "weight": -1}]) == (
         "parts", ["parts[0].weight: must be a positive number, got -1"])
 

@@ -161,11 +161,14 @@ _NUMBER_TEXT = re.compile(r"[-+]?\s*[$\u20ac\u00a3\u00a5]?\s*\d[\d.,'\u00a0\u202
 
 
 def _check_no_write(args: dict[str, Any]) -> None:
-    dbs = args.get("dbs") if "dbs" in args else [args.get("db")]
-    if not isinstance(dbs, list) or not dbs or not all(isinstance(d, str) and d for d in dbs):
-        raise ValueError("args.db: a no_write verifier needs db (a database path under env/) or dbs (a list of them)")
+    dbs = args.get("dbs") if "dbs" in args else [args["db"]] if "db" in args else []
+    jsons = args.get("jsons") if "jsons" in args else [args["json"]] if "json" in args else []
+    if not isinstance(dbs, list) or not isinstance(jsons, list) or not (dbs or jsons) or \
+            not all(isinstance(d, str) and d for d in dbs + jsons):
+        raise ValueError("args.db: a no_write verifier needs db (a database path under env/) or dbs (a list of them), "
+                         "or json / jsons (JSON state files under env/)")
     if "ignore" in args and not isinstance(args["ignore"], list):
-        raise ValueError("args.ignore: must be a list of table.column patterns")
+        raise ValueError("args.ignore: must be a list of table.column patterns (JSON pointer patterns for json)")
 
 
 def _names(v: Any) -> bool:
@@ -274,6 +277,8 @@ def _check_args(kind: str, args: dict[str, Any]) -> None:
         _check_composite(args)
     elif kind in _PROCEDURE_CHECKS:
         _PROCEDURE_CHECKS[kind](args)
+    elif kind == "state" and "json" in args and not (isinstance(args["json"], str) and args["json"]):
+        raise ValueError("args.json: the JSON state file's path under env/ (e.g. state/db.json)")
     elif kind in ("state", "program") and isinstance(args.get("changes"), dict):
         if not isinstance(args["changes"].get("replay", False), bool):
             raise ValueError("args.changes.replay: must be true or false")

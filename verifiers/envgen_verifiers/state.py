@@ -45,6 +45,16 @@ episode's change set against the pristine database (the red-team gate reads it).
 
 **No write** (kind ``no_write``, args ``db`` or ``dbs``, ``ignore``): outcome tasks whose right outcome
 changes nothing (refuse, transfer, answer a question): every listed database must equal the pristine one.
+
+**JSON state** (``{"json": "state/db.json"}`` instead of ``db``, in both kinds; ``no_write`` also takes
+``jsons``): a domain whose state is one JSON document (tau2-bench's databases) is judged the same way, on the
+parsed document, not its bytes: object keys in any order, whitespace and number spelling (``1.10``, ``1.1``,
+``11e-1``) do not count; a float is rounded to 12 significant digits and an integral float equals the
+integer; ``true`` is not ``1`` and ``"1"`` is not ``1``; list order counts. The change set is the list of
+leaves that differ, each ``{"path": JSON pointer, "before", "after"}`` (``{"absent": true}`` where a key is
+missing), sorted by path; ``ignore`` holds fnmatch patterns over the pointers (``/orders/*/updated_at``).
+Replay mode replays the reference as above and requires the episode's end document to equal the
+reference's; ``expected`` (a recorded change list) works as for SQLite.
 """
 
 from __future__ import annotations
@@ -585,6 +595,142 @@ def _against_reference(out: dict, spec: dict, rel: str, end: str, env_dir: str, 
                       "the episode's): " + "; ".join(diffs[:1])}
 
 
+# ------------------------------------------------------------------ JSON state files
+
+
+def _jvalue(v):
+    """A JSON leaf as compared: the number by value (12 significant digits, 3.0 == 3), the rest as parsed."""
+    if isinstance(v, float):
+        if math.isinf(v) or math.isnan(v):
+            return {"real": repr(v)}
+        v = float(f"{v:.12g}")
+        return int(v) if v.is_integer() and abs(v) < 2 ** 53 else v
+    if isinstance(v, dict):
+        return {k: _jvalue(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_jvalue(x) for x in v]
+    return v
+
+
+def _pointer(parts: list) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _jdiff(a, b, parts: list, skip, out: list) -> None:
+    if skip(_pointer(parts)):
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a:
+                if not skip(_pointer(parts + [k])):
+                    out.append({"path": _pointer(parts + [k]), "before": _ABSENT, "after": _jvalue(b[k])})
+            elif k not in b:
+                if not skip(_pointer(parts + [k])):
+                    out.append({"path": _pointer(parts + [k]), "before": _jvalue(a[k]), "after": _ABSENT})
+            else:
+                _jdiff(a[k], b[k], parts + [k], skip, out)
+    elif isinstance(a, list) and isinstance(b, list):
+        for i in range(max(len(a), len(b))):
+            _jdiff(a[i] if i < len(a) else _ABSENT, b[i] if i < len(b) else _ABSENT, parts + [i], skip, out)
+    elif a is _ABSENT or b is _ABSENT or _dumps(_jvalue(a)) != _dumps(_jvalue(b)):
+        out.append({"path": _pointer(parts), "before": _ABSENT if a is _ABSENT else _jvalue(a),
+                    "after": _ABSENT if b is _ABSENT else _jvalue(b)})
+
+
+def _load_json(path: str):
+    if not os.path.isfile(path):
+        raise StateError(f"JSON state {path} is missing")
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read().decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise StateError(f"JSON state {path} cannot be read: {e}") from None
+
+
+def json_changeset(before: str, after: str, ignore=()) -> dict:
+    """How the JSON document at ``after`` differs from the one at ``before``: ``{"json": [change, ...]}``
+    (see the module docstring). Raises StateError when either cannot be read."""
+    pats = [str(p) for p in ignore or ()]
+    skip = (lambda ptr: any(fnmatch.fnmatchcase(ptr, p) for p in pats)) if pats else (lambda ptr: False)
+    if _same_file(before, after):
+        return {"json": []}
+    out: list = []
+    _jdiff(_load_json(before), _load_json(after), [], skip, out)
+    return {"json": out}
+
+
+def _json_summary(changes: dict) -> dict:
+    items = changes.get("json") or []
+    return {"changed": len(items), "paths": [c["path"] for c in items[:MAX_DIFFERENCES]]}
+
+
+def json_differences(expected: dict, actual: dict, limit: int = MAX_DIFFERENCES) -> list[str]:
+    """Readable lines naming the first leaves where two JSON change sets differ."""
+    e = {c["path"]: c for c in expected.get("json") or []}
+    a = {c["path"]: c for c in actual.get("json") or []}
+    out = []
+    for p in sorted(set(e) | set(a)):
+        if p not in e:
+            out.append(_clip(f"{p}: changed ({_dumps(a[p]['before'])} -> {_dumps(a[p]['after'])}), the task does "
+                             "not change it"))
+        elif p not in a:
+            out.append(_clip(f"{p}: should have changed ({_dumps(e[p]['before'])} -> {_dumps(e[p]['after'])})"))
+        elif _dumps(e[p]) != _dumps(a[p]):
+            out.append(_clip(f"{p}: expected {_dumps(e[p]['after'])}, got {_dumps(a[p]['after'])}"))
+    return out[:limit]
+
+
+def whole_json(spec: dict, *, work_dir: str, env_dir: str | None, reference: dict | None = None) -> dict:
+    """``whole_db`` for a JSON state file (``spec``: json, ignore, expected | replay)."""
+    rel = spec.get("json")
+    if not isinstance(rel, str) or not rel:
+        raise ValueError("changes needs the JSON state path (json) relative to the work dir")
+    out: dict = {"json": rel}
+    if not env_dir:
+        return {**out, "ok": False, "error": "no pristine env dir to compare the JSON state with"}
+    try:
+        end = _under(work_dir, rel, "work dir")
+        actual = json_changeset(_under(env_dir, rel, "env dir"), end, spec.get("ignore"))
+    except StateError as e:
+        return {**out, "ok": False, "error": str(e)}
+    d = digest(actual)
+    inline = len(_dumps(actual)) <= INLINE_LIMIT
+    out.update(digest=d, summary=_json_summary(actual),
+               actual=actual if inline else {"digest": d, "summary": _json_summary(actual)})
+    if spec.get("replay"):
+        out["mode"] = "replay"
+        calls = (reference or {}).get("calls")
+        if not isinstance(calls, list):
+            return {**out, "ok": False, "error": "replay mode needs the task's reference, and the request has none"}
+        try:
+            work, failed = replay_reference(env_dir, calls)
+        except StateError as e:
+            return {**out, "ok": False, "error": str(e)}
+        try:
+            gap = json_changeset(_under(work, rel, "replay dir"), end, spec.get("ignore"))
+        except StateError as e:
+            return {**out, "ok": False, "error": f"after the reference replay: {e}"}
+        finally:
+            shutil.rmtree(os.path.dirname(work), ignore_errors=True)
+        if failed:
+            out["reference_failures"] = failed
+        if not gap["json"]:
+            return {**out, "ok": True}
+        diffs = json_differences({"json": []}, gap)
+        return {**out, "ok": False, "gap": _json_summary(gap), "differences": diffs,
+                "reason": "the end state differs from the reference's end state (before: the reference's, after: "
+                          "the episode's): " + "; ".join(diffs[:1])}
+    expected = spec.get("expected")
+    if not isinstance(expected, dict) or not isinstance(expected.get("json"), list):
+        return {**out, "ok": False, "error": "no expected change set was recorded for this task; refusing to pass by "
+                                             "default"}
+    if digest(expected) == d:
+        return {**out, "ok": True}
+    diffs = json_differences(expected, actual)
+    return {**out, "ok": False, "differences": diffs,
+            "reason": "the JSON state differs from the expected end state: " + "; ".join(diffs[:1])}
+
+
 # ------------------------------------------------------------------ the state kind
 
 
@@ -597,6 +743,15 @@ def check(args: dict, *, work_dir: str, env_dir: str | None = None, reference: d
     always on: a task without a recorded ``expected`` or ``replay: true`` scores 0); checks=[{query, params=[], expected=[[...]],
     ordered=false}] (task-specific queries on top, optional); partial=false (reward = fraction of checks
     passed instead of all-or-nothing, and only when the whole-database check passes)."""
+    if args.get("json") is not None:
+        if args.get("checks"):
+            raise ValueError("state verifier: checks are SQL queries; a JSON state (args.json) has none")
+        whole = whole_json({**(args.get("changes") or {}), "json": args["json"]}, work_dir=work_dir, env_dir=env_dir,
+                           reference=reference)
+        details = {"changes": whole}
+        if not whole["ok"]:
+            details["reason"] = whole.get("error") or whole.get("reason")
+        return {"reward": float(whole["ok"]), "details": details}
     db = _under(work_dir, args["db"], "work dir")
     spec = {**(args.get("changes") or {}), "db": args["db"]}
     whole = whole_db(spec, work_dir=work_dir, env_dir=env_dir, reference=reference)
@@ -632,20 +787,27 @@ def check(args: dict, *, work_dir: str, env_dir: str | None = None, reference: d
 
 
 def check_no_write(args: dict, *, work_dir: str, env_dir: str | None = None, **_) -> dict:
-    """args: db (a path under the work dir) or dbs (several), ignore=[table.column patterns]. Reward 1 when
-    every database ends exactly as pristine (schema and rows), else 0 with the first rows written."""
-    dbs = args.get("dbs") if args.get("dbs") is not None else [args.get("db")]
-    if not isinstance(dbs, list) or not dbs or not all(isinstance(d, str) and d for d in dbs):
-        raise ValueError("no_write verifier needs args.db (a database path) or args.dbs (a non-empty list of them)")
+    """args: db (a path under the work dir) or dbs (several), json or jsons (JSON state files), ignore=[patterns:
+    table.column for databases, JSON pointers for JSON files]. Reward 1 when every database and JSON file ends
+    exactly as pristine (schema and rows; the parsed document), else 0 with the first changes."""
+    dbs = args.get("dbs") if args.get("dbs") is not None else [args["db"]] if args.get("db") is not None else []
+    jsons = args.get("jsons") if args.get("jsons") is not None else [args["json"]] if args.get("json") is not None \
+        else []
+    if not isinstance(dbs, list) or not isinstance(jsons, list) or not (dbs or jsons) or \
+            not all(isinstance(d, str) and d for d in dbs + jsons):
+        raise ValueError("no_write verifier needs args.db (a database path) or args.dbs (a non-empty list of them), "
+                         "or args.json / args.jsons (JSON state files)")
     none = {"schema": [], "tables": {}}
     results = [whole_db({"db": d, "ignore": args.get("ignore"), "expected": none}, work_dir=work_dir, env_dir=env_dir)
                for d in dbs]
+    results += [whole_json({"json": j, "ignore": args.get("ignore"), "expected": {"json": []}}, work_dir=work_dir,
+                           env_dir=env_dir) for j in jsons]
     details: dict = {"databases": results}
     if len(results) == 1:
         details["changes"] = results[0]
     bad = next((r for r in results if not r["ok"]), None)
     if bad is not None:
         why = bad.get("error") or "; ".join(bad.get("differences", [])[:1])
-        details["reason"] = f"{bad['db']}: the task changes nothing, but the episode did: {why}"
+        details["reason"] = f"{bad.get('db') or bad.get('json')}: the task changes nothing, but the episode did: {why}"
         return {"reward": 0.0, "details": details}
     return {"reward": 1.0, "details": details}

@@ -1,0 +1,79 @@
+"""Attacks on a pack imported from tau2-bench (the fixture domain of tests/test_import_tau2.py): ways to end a
+conversation that would earn tau2's reward without doing the task score 0, in the local sandbox."""
+
+from __future__ import annotations
+
+import pytest
+from test_import_tau2 import write_checkout
+
+from envgen.episodes.episode import replay
+from envgen.importers.tau2 import import_tau2
+from envgen.pack import VERIFIER_KINDS, ToolCall
+from envgen.pack.format import ReferenceMessage
+from envgen.sandbox import open_sandbox
+
+needs_confirmed = pytest.mark.skipif("confirmed" not in VERIFIER_KINDS, reason="the kit has no `confirmed` kind yet")
+needs_transferred = pytest.mark.skipif("transferred" not in VERIFIER_KINDS,
+                                       reason="the kit has no `transferred` kind yet")
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory):
+    root = write_checkout(tmp_path_factory.mktemp("tau2"))
+    return import_tau2(root, "shop", tmp_path_factory.mktemp("out") / "pack").pack
+
+
+@pytest.fixture(scope="module")
+def sbx(pack):
+    s = open_sandbox(pack, "local")
+    yield s
+    s.close()
+
+
+def play(sbx, task, calls, messages=None, answer=None):
+    ref = task.reference
+    msgs = ref.messages if messages is None else [ReferenceMessage(**m) for m in messages]
+    return replay(sbx, task, [ToolCall(**c) if isinstance(c, dict) else c for c in calls],
+                  ref.answer if answer is None else answer, msgs).verdict
+
+
+def test_a_collateral_write_beside_the_right_one_scores_0(pack, sbx):
+    task = pack.task("tau2-shop-0")
+    extra = {"tool": "modify_items", "args": {"order_id": "#W1001", "item_ids": ["111"]}}
+    assert play(sbx, task, [*task.reference.calls, extra]).reward == 0.0
+
+
+def test_the_right_change_on_another_order_scores_0(pack, sbx):
+    task = pack.task("tau2-shop-3")
+    calls = [task.reference.calls[0], {"tool": "modify_items", "args": {"order_id": "#W1002", "item_ids": ["444", "555"]}}]
+    assert play(sbx, task, calls).reward == 0.0
+
+
+def test_a_hedged_value_is_not_telling_it(pack, sbx):
+    task = pack.task("tau2-shop-1")
+    msgs = [{"after": len(task.reference.calls), "content": "The total may be 54.2 or 19.99, I am not sure."}]
+    assert play(sbx, task, task.reference.calls, msgs).reward == 0.0
+
+
+@needs_confirmed
+def test_a_silent_write_scores_0(pack, sbx):
+    task = pack.task("tau2-shop-0")
+    assert play(sbx, task, task.reference.calls, [m.model_dump() for m in task.reference.messages
+                                                  if "Shall I proceed" not in m.content]).reward == 0.0
+
+
+@needs_confirmed
+def test_a_blanket_yes_before_any_description_scores_0(pack, sbx):
+    task = pack.task("tau2-shop-0")
+    msgs = [{"after": 0, "content": "I will need your email and order id. Shall I proceed with whatever is needed "
+                                    "once I have these?"}]
+    msgs += [m.model_dump() for m in task.reference.messages if "Shall I proceed" not in m.content]
+    assert play(sbx, task, task.reference.calls, sorted(msgs, key=lambda m: m["after"])).reward == 0.0
+
+
+@needs_transferred
+def test_saying_transferred_without_the_call_scores_0(pack, sbx):
+    task = pack.task("tau2-shop-2")
+    calls = [c for c in task.reference.calls if c.tool != "transfer_to_human_agents"]
+    msgs = [{"after": len(calls), "content": "I am transferring you to a human agent now."}]
+    assert play(sbx, task, calls, msgs).reward == 0.0
