@@ -166,8 +166,7 @@ def main() -> None:
             if ids:
                 notes.append(f"- {domain}: {what}: {', '.join(sorted(ids, key=lambda i: int(i.rsplit('-', 1)[1]) if i.rsplit('-', 1)[1].isdigit() else 0)[:30])}")
         kinds = Counter(rep.kinds)
-        notes.append(f"- {domain}: verifier parts per task kind: {dict(sorted(kinds.items()))}"
-                     + (f"; {'; '.join(rep.notes)}" if rep.notes else ""))
+        notes.append(f"- {domain}: verifier parts per task kind: {dict(sorted(kinds.items()))}")
         print(lines[-1], flush=True)
     body = "\n".join(lines + [""] + notes)
     print(body)

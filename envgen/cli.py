@@ -639,15 +639,13 @@ def import_tau2_cmd(
 
     report = import_tau2(path, domain, out, tasks_file=tasks, split=split, nl_assertions=nl_assertions)
     summary = {"pack": str(report.pack.root), "domain": domain, "tasks": report.tasks, "skipped": report.skipped,
-               "verifier_parts": report.kinds, "notes": report.notes}
+               "verifier_parts": report.kinds}
     if as_json:
         _emit_json(summary)
         return
     err.print(f"wrote {report.tasks} task(s) of tau2-bench {domain} to {report.pack.root}")
     for tid, why in report.skipped.items():
         err.print(f"skipped task {tid}: {why}")
-    for note in report.notes:
-        err.print(f"note: {note}")
 
 
 # ----------------------------------------------------------------------------- corpus

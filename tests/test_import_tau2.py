@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from envgen.cli import app
 from envgen.episodes.episode import replay
 from envgen.errors import ImportSourceError
-from envgen.importers.tau2 import AGENT_FIRST, first_person, import_tau2
-from envgen.pack import VERIFIER_KINDS, ToolCall, load
+from envgen.importers.tau2 import first_person, import_tau2
+from envgen.pack import ToolCall, load
 from envgen.sandbox import open_sandbox
 
 DATA_MODEL = '''
@@ -239,16 +239,12 @@ def test_the_domain_imports_to_a_pack_that_loads(imported):
     assert json.loads((pack.env_dir / "state/db.json").read_text()) == DB
     # the agent sees tau2's greeting and the user's opening, or a neutral opening; the scenario is the hidden user's
     t0 = pack.task("tau2-shop-0")
-    if AGENT_FIRST:
-        assert t0.prompt == [] and pack.manifest.agent_first and pack.manifest.greeting.startswith("Hi!")
-        assert t0.user.opening == "I want to cancel order #W1001."
-    else:
-        assert [m.content for m in t0.prompt] == ["Hi, I need some help."]
+    assert t0.prompt == [] and pack.manifest.agent_first and pack.manifest.greeting.startswith("Hi!")
+    assert t0.user.opening == "I want to cancel order #W1001."
     assert "cancel order #W1001" in t0.user.goal and "no longer need" in t0.user.goal
     assert {f.name: f.reply for f in t0.user.facts}["known_info"] == "My email is ana@example.com."
     assert t0.user.closing == "No, that's all. Thank you!"
-    if "user" in type(pack.manifest).model_fields:  # pack-level user defaults: tasks store only what differs
-        assert "that's all" not in (pack.root / "tasks.jsonl").read_text()
+    assert "that's all" not in (pack.root / "tasks.jsonl").read_text()  # pack-level user defaults: stored once
     parts = {p["name"]: p for p in t0.verifier.args["parts"]}
     assert parts["end_state"]["args"] == {"json": "state/db.json", "changes": {"replay": True}}
     assert parts["told"]["args"]["facts"][0]["expected"] == 54.2
@@ -264,10 +260,7 @@ def test_reference_scores_1_null_0_and_a_wrong_write_0(imported, sbx):
         ep = replay(sbx, task, ref.calls, ref.answer, ref.messages)
         assert ep.verdict.reward == 1.0, (task.id, ep.verdict.details)
         null = replay(sbx, task, [], "", None).verdict.reward
-        # task 2 changes nothing and tells nothing: tau2 itself passes it without action (its judged assertion
-        # aside); only a kit with the `transferred` kind asks for the hand-off
-        trivial = task.id == "tau2-shop-2" and "transferred" not in VERIFIER_KINDS
-        assert null == (1.0 if trivial else 0.0), task.id
+        assert null == 0.0, task.id  # task 2 changes nothing and tells nothing, but `transferred` asks the hand-off
     t0 = pack.task("tau2-shop-0")
     wrong = [*t0.reference.calls[:2], ToolCall(tool="cancel_pending_order",
                                                args={"order_id": "#W1001", "reason": "ordered by mistake"})]

@@ -42,20 +42,15 @@ from . import tau2_sandbox as sandbox
 
 STATE = "state/db.json"
 GREETING = "Hi! How can I help you today?"
-"""tau2's agent greeting: the pack's ``Manifest.greeting`` where envgen lets the agent speak first, else the
-reference's first message."""
+"""tau2's agent greeting (``Manifest.greeting``): the agent speaks first, as in tau2, and the user's opening comes
+from its spec (``UserSpec.opening``), so task prompts hold no user message and nothing of the hidden scenario."""
 OPENING = "Hi, I need some help."
-"""The user's first message where the agent cannot speak first: neutral, so nothing of the hidden scenario
-leaks into the prompt."""
-AGENT_FIRST = "agent_first" in packmod.Manifest.model_fields
-"""This envgen lets the agent speak first (tau2's convention): the episode opens with the greeting and the
-user's opening comes from its spec (``UserSpec.opening``), so task prompts hold no user message."""
+"""The user's opening when the scenario gives no reason for the call."""
 CONSENT = "Shall I proceed?"
 CLOSING_QUESTION = "Is there anything else I can help you with?"
 NL_MODES = ("report", "require")
 USER_DEFAULTS = {"stop": [re.escape(CLOSING_QUESTION)], "closing": "No, that's all. Thank you!"}
-"""What every task's user shares: the pack's ``Manifest.user`` where envgen has pack-level user defaults (the
-tasks then store only what differs)."""
+"""What every task's user shares: the pack's ``Manifest.user`` (the tasks store only what differs)."""
 IDENTITY_ASK = (r"\b(name|zip|postcode|post code|e-?mail|user ?id|account|identif|authenticat|verify|"
                 r"look you up|date of birth|phone)\b")
 REQUEST_ASK = r"how (can|may) i (help|assist)|what can i (do|help)|help you with"
@@ -72,7 +67,6 @@ class ImportReport:
     """tau2 task id -> why it was not imported."""
     kinds: dict[str, int] = field(default_factory=dict)
     """Verifier part kind -> tasks using it."""
-    notes: list[str] = field(default_factory=list)
     write_tools: list[str] = field(default_factory=list)
     """The tools tau2 marks as mutating the state."""
 
@@ -311,10 +305,7 @@ def _user_spec(scen: dict, n_steps: int) -> dict:
                       "reply": first_person(scen["known_info"])})
     spec: dict = {"goal": goal or "Get help from the agent.", "persona": scen.get("persona") or "", "facts": facts,
                   **USER_DEFAULTS, "max_replies": n_steps + 8}
-    if AGENT_FIRST and reason:
-        spec["opening"] = first_person(reason)
-    if "consent" not in packmod.UserSpec.model_fields:  # a scripted user that answers consent questions itself
-        spec["rules"] = [{"when": re.escape(CONSENT), "reply": "Yes, please go ahead."}]
+    spec["opening"] = first_person(reason) if reason else OPENING
     return spec
 
 
@@ -366,7 +357,7 @@ def _convert(task: dict, domain: str, tools: dict[str, dict], nl_mode: str) -> t
     calls = [{"tool": a["name"], "args": a.get("arguments") or {}} for a in actions]
     writes = [i for i, c in enumerate(calls) if tools[c["tool"]]["mutates"]]
     transfers = [i for i, c in enumerate(calls) if c["tool"].startswith("transfer_to_human")]
-    messages = [] if AGENT_FIRST else [{"after": 0, "content": GREETING}]
+    messages = []
     for i, c in enumerate(calls):
         if i in writes:
             messages.append({"after": i, "content": _describe_call(c["tool"], c["args"])})
@@ -378,7 +369,6 @@ def _convert(task: dict, domain: str, tools: dict[str, dict], nl_mode: str) -> t
                  for k, x in enumerate(info)]
     answer = CLOSING_QUESTION
 
-    kinds = set(packmod.VERIFIER_KINDS)
     parts: list[dict] = []
     if writes:
         parts.append({"name": "end_state", "kind": "state", "args": {"json": STATE, "changes": {"replay": True}}})
@@ -387,10 +377,10 @@ def _convert(task: dict, domain: str, tools: dict[str, dict], nl_mode: str) -> t
     if info:
         parts.append({"name": "told", "kind": "said", "args": {"facts": [
             {"expected": _fact(x), "name": f"information {k + 1}"} for k, x in enumerate(info)]}})
-    if writes and "confirmed" in kinds:
+    if writes:
         parts.append({"name": "confirmed", "kind": "confirmed", "args": {"writes": {
             n: key_args(t) for n, t in tools.items() if t["mutates"]}}})
-    if transfers and "transferred" in kinds:
+    if transfers:
         parts.append({"name": "transferred", "kind": "transferred", "args": {"tool": calls[transfers[0]]["tool"]}})
     verifier: dict = {"kind": "composite", "args": {"mode": "all", "parts": parts}}
     nl = [str(x) for x in crit.get("nl_assertions") or [] if str(x).strip()]
@@ -406,7 +396,7 @@ def _convert(task: dict, domain: str, tools: dict[str, dict], nl_mode: str) -> t
                 {"name": "checks", "kind": "composite", "weight": 9, "args": verifier["args"]}, rubric]}}
     scen = _scenario(task)
     out = packmod.Task(
-        id=f"tau2-{domain}-{task['id']}", prompt=[] if AGENT_FIRST else [{"role": "user", "content": OPENING}],
+        id=f"tau2-{domain}-{task['id']}", prompt=[],
         user=_user_spec(scen, len(calls) + len(messages)), verifier=verifier,
         reference={"calls": calls, "answer": answer, "messages": messages},
         difficulty=len(calls),
@@ -472,8 +462,7 @@ def import_tau2(path: str | Path, domain: str, out: str | Path, *, tasks_file: s
             description=f"tau2-bench's {domain} domain, imported from a checkout: the domain's own tools on its JSON "
                         "database, its policy, and its tasks with a simulated user.",
             instructions=policy, tools=[t["schema"] for t in described],
-            **({"agent_first": True, "greeting": GREETING} if AGENT_FIRST else {}),
-            **({"user": USER_DEFAULTS} if "user" in packmod.Manifest.model_fields else {}),
+            agent_first=True, greeting=GREETING, user=USER_DEFAULTS,
             limits=packmod.Limits(max_turns=60, step_timeout_s=20.0, memory_mb=2048),
             provenance=packmod.Provenance(generator="envgen import tau2",
                                           sources=[f"tau2-bench/{domain}", f"tasks:{tasks_file or 'tasks.json'}"
@@ -481,10 +470,5 @@ def import_tau2(path: str | Path, domain: str, out: str | Path, *, tasks_file: s
         pack = packmod.save(packmod.Pack(manifest, tasks), out, env_from=env, hidden_from=hidden)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    notes = []
-    if "confirmed" not in packmod.VERIFIER_KINDS:
-        notes.append("the verifier kit has no `confirmed` kind: writes are not checked for a description and consent")
-    if "transferred" not in packmod.VERIFIER_KINDS:
-        notes.append("the verifier kit has no `transferred` kind: hand-offs to a human are not checked")
-    return ImportReport(pack=pack, domain=domain, tasks=len(tasks), skipped=skipped, kinds=kinds, notes=notes,
+    return ImportReport(pack=pack, domain=domain, tasks=len(tasks), skipped=skipped, kinds=kinds,
                         write_tools=sorted(n for n, t in tools.items() if t["mutates"]))

@@ -8,13 +8,10 @@ from test_import_tau2 import write_checkout
 
 from envgen.episodes.episode import replay
 from envgen.importers.tau2 import import_tau2
-from envgen.pack import VERIFIER_KINDS, ToolCall
+from envgen.pack import ToolCall
 from envgen.pack.format import ReferenceMessage
 from envgen.sandbox import open_sandbox
 
-needs_confirmed = pytest.mark.skipif("confirmed" not in VERIFIER_KINDS, reason="the kit has no `confirmed` kind yet")
-needs_transferred = pytest.mark.skipif("transferred" not in VERIFIER_KINDS,
-                                       reason="the kit has no `transferred` kind yet")
 
 
 @pytest.fixture(scope="module")
@@ -55,14 +52,12 @@ def test_a_hedged_value_is_not_telling_it(pack, sbx):
     assert play(sbx, task, task.reference.calls, msgs).reward == 0.0
 
 
-@needs_confirmed
 def test_a_silent_write_scores_0(pack, sbx):
     task = pack.task("tau2-shop-0")
     assert play(sbx, task, task.reference.calls, [m.model_dump() for m in task.reference.messages
                                                   if "Shall I proceed" not in m.content]).reward == 0.0
 
 
-@needs_confirmed
 def test_a_blanket_yes_before_any_description_scores_0(pack, sbx):
     task = pack.task("tau2-shop-0")
     msgs = [{"after": 0, "content": "I will need your email and order id. Shall I proceed with whatever is needed "
@@ -71,7 +66,6 @@ def test_a_blanket_yes_before_any_description_scores_0(pack, sbx):
     assert play(sbx, task, task.reference.calls, sorted(msgs, key=lambda m: m["after"])).reward == 0.0
 
 
-@needs_transferred
 def test_saying_transferred_without_the_call_scores_0(pack, sbx):
     task = pack.task("tau2-shop-2")
     calls = [c for c in task.reference.calls if c.tool != "transfer_to_human_agents"]
