@@ -117,7 +117,8 @@ CASES = [
      r"tasks\.jsonl:1: invalid JSON: Expecting property name enclosed in double quotes \(column 13\)"),
     ("missing field", lambda r: _rewrite_task(r, 2, lambda o: o.pop("verifier")), r"tasks\.jsonl:2: verifier: missing required field"),
     ("unknown verifier kind", lambda r: _rewrite_task(r, 3, lambda o: o["verifier"].update(kind="vibes")),
-     r"tasks\.jsonl:3: verifier\.kind: unknown kind 'vibes' \(expected one of answer, state, program, rubric, tests, said, no_write, composite\)"),
+     r"tasks\.jsonl:3: verifier\.kind: unknown kind 'vibes' \(expected one of answer, state, program, rubric, tests, said, no_write, composite, confirmed, transferred, "
+     r"identified\)"),
     ("task names unknown tool", lambda r: _rewrite_task(r, 1, lambda o: o.update(tools=["add", "teleport"])),
      r"tasks\.jsonl:1: tools\[1\]: unknown tool 'teleport'"),
     ("reference calls unknown tool", lambda r: _rewrite_task(r, 1, lambda o: o["reference"]["calls"][0].update(tool="x")),

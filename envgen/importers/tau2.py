@@ -365,8 +365,7 @@ def _convert(task: dict, domain: str, tools: dict[str, dict], nl_mode: str) -> t
             messages.append({"after": i, "content": "I am transferring you to a human agent now."})
     info = list(dict.fromkeys(str(x).strip() for x in crit.get("communicate_info") or [] if str(x).strip()))
     # one message per value: values told side by side read as candidates for one another
-    messages += [{"after": len(calls), "content": f"Information {k + 1} of {len(info)}: {x}."}
-                 for k, x in enumerate(info)]
+    messages += [{"after": len(calls), "content": f"Here is what you asked about: {x}."} for x in info]
     answer = CLOSING_QUESTION
 
     parts: list[dict] = []
