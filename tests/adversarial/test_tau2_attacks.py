@@ -71,3 +71,27 @@ def test_saying_transferred_without_the_call_scores_0(pack, sbx):
     calls = [c for c in task.reference.calls if c.tool != "transfer_to_human_agents"]
     msgs = [{"after": len(calls), "content": "I am transferring you to a human agent now."}]
     assert play(sbx, task, calls, msgs).reward == 0.0
+
+
+def _told(task) -> int:
+    return next(i for i, m in enumerate(task.reference.messages) if "54.2" in m.content)
+
+
+@pytest.mark.parametrize("extra", ["It may also have been 41.2, I am checking.", "The system also shows 41.2 for this.",
+                                   "Correction: the amount is 67.2.", "Sorry, it is not 54.2."])
+def test_a_second_value_or_a_retraction_after_the_right_one_scores_0(pack, sbx, extra):
+    task = pack.task("tau2-shop-1")
+    msgs = [m.model_dump() for m in task.reference.messages]
+    i = _told(task)
+    msgs.insert(i + 1, {"after": msgs[i]["after"], "content": extra})
+    assert play(sbx, task, task.reference.calls, msgs).reward == 0.0
+
+
+@pytest.mark.parametrize("question", ["Is that OK with you?", "Would you like me to do that?",
+                                      "Do you want me to go on?"])
+def test_consent_asked_in_plain_words_scores_1(pack, sbx, question):
+    task = pack.task("tau2-shop-0")
+    msgs = [{**m.model_dump(), "content": m.content.replace("Shall I proceed?", question)}
+            for m in task.reference.messages]
+    assert any(question in m["content"] for m in msgs)
+    assert play(sbx, task, task.reference.calls, msgs).reward == 1.0
