@@ -116,6 +116,33 @@ def _python_dirs(python: str) -> tuple[str, ...]:
         return ()
 
 
+HOST_DIR_KEYS = frozenset({"modules"})
+"""Verifier args naming host folders a pack's tests read on the local backend (the code family's node_modules from
+``ENVGEN_NODE_MODULES`` or the source checkout): dependencies, bound into a namespaced sandbox like site-packages."""
+
+
+def _pack_host_dirs(pack: Pack) -> list[str]:
+    """The absolute, existing host dirs the pack's tasks name under HOST_DIR_KEYS in their verifier args, and the
+    dirs of a host interpreter they name as ``python``."""
+    found: list[str] = []
+
+    def walk(obj, key: str | None = None) -> None:
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(v, k)
+        elif isinstance(obj, list):
+            for v in obj:
+                walk(v, key)
+        elif key in HOST_DIR_KEYS and isinstance(obj, str) and os.path.isabs(obj) and os.path.isdir(obj):
+            found.append(obj)
+        elif key == "python" and isinstance(obj, str) and os.path.isabs(obj) and os.path.isfile(obj):
+            found.extend(_interpreter_paths(obj))  # a test interpreter of the host's (the code family's)
+
+    for t in pack.tasks:
+        walk(t.verifier.args)
+    return list(dict.fromkeys(found))
+
+
 def _hidden_host_paths() -> list[str]:
     """The top-level entries of / a namespaced sandbox covers (see SYSTEM_DIRS)."""
     return sorted(os.path.join("/", e.name) for e in os.scandir("/")
@@ -194,7 +221,7 @@ class LocalBox(Supervised):
                         "--verifiers", str(bundled("verifiers")), "--work", str(root / "work"),
                         *(f"--warm={w}" for w in verifier_warmups(pack))]
             isolation = isolation or ("namespaces" if os.geteuid() == 0 else "subreaper")
-            keep = _outermost([str(root), *_interpreter_paths(python)])
+            keep = _outermost([str(root), *_interpreter_paths(python), *_pack_host_dirs(pack)])
             hide = _hidden_host_paths() if isolation == "namespaces" else []
             cmd = [python, "-I", "-B", str(bundled("envs") / "runtime" / "supervisor.py"), "--io", str(root / "io"),
                    "--uid", str(uid), "--gid", str(gid), "--verifier-uid", str(os.geteuid()),

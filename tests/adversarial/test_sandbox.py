@@ -546,11 +546,11 @@ def test_local_agent_code_finds_no_pack_and_no_host_project_file(tmp_path, monke
     env = _env(pack, "local")
     try:
         env.reset(options={"task_id": "tiny-0"})
-        kept = [*_interpreter_paths(sys.executable), str(env.unwrapped.sandbox.root)]
+        kept = [os.path.realpath(k) for k in (*_interpreter_paths(sys.executable), str(env.unwrapped.sandbox.root))]
         on_the_way = {part for k in kept for part in k.split("/")}  # dirs leading to what the sandbox keeps
         for path in (pack.root / "hidden" / "verify.py", pack.root / "tasks.jsonl", pack.root, project,
-                     *(p for p in sys.path if p and os.path.isdir(p) and "site-packages" not in p
-                       and not p.startswith(sys.base_prefix)),
+                     *(p for p in sys.path if p and os.path.isdir(p)  # but what the sandbox keeps (the kit)
+                       and not any(os.path.realpath(p) == k or os.path.realpath(p).startswith(k + "/") for k in kept)),
                      os.path.join(repo, "pyproject.toml"), os.path.join(repo, "tests"), "/root/.bash_history",
                      "/home", "/run/docker.sock", "/var/run/docker.sock", "/srv", "/opt"):
             seen = tool(env, "look", path=str(path))[0]
