@@ -149,6 +149,19 @@ def _hidden_host_paths() -> list[str]:
                   if e.name not in SYSTEM_DIRS and not e.is_symlink())
 
 
+AGENT_CODE_FAMILIES = frozenset({"interpreter", "code"})
+"""Families whose tools run the policy's own code (a Python interpreter, a patch and its tests)."""
+_said: set[str] = set()
+
+
+def _say_once(text: str) -> None:
+    with _identity_lock:
+        if text in _said:
+            return
+        _said.add(text)
+    print(text, file=sys.stderr)
+
+
 _identity_lock = threading.Lock()
 _identity: dict[str, tuple[int, int]] = {}
 
@@ -249,6 +262,10 @@ class LocalBox(Supervised):
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
+        if ready.get("isolation") != "namespaces" and pack.manifest.family in AGENT_CODE_FAMILIES:
+            _say_once(f"envgen: pack {pack.manifest.name!r} runs the agent's own code, and without root the local "
+                      f"sandbox cannot hide the host's files from it (this pack's included); use --sandbox docker "
+                      f"to train or check on it")
         return cls(ctl, root, proc, ready, name, runtime_line_bound(lim.output_limit))
 
     def destroy(self) -> None:
