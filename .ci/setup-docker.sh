@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Make the Docker sandbox tests runnable for real (idempotent; run as root):
 #   1. install docker.io and debootstrap when missing,
-#   2. start dockerd in the background when no engine answers, and wait (bounded) until it does,
+#   2. start dockerd in the background, in its own session, when no engine answers, and wait (bounded)
+#      until it does,
 #   3. build the default offline base image once (`envgen image base`; a present image is reused).
 # Env: ENVGEN_PYTHON (the Python with envgen installed; default: `python` on PATH),
 #      DOCKERD_WAIT_S (default 60), ENVGEN_SKIP_BASE=1 to stop after step 2.
@@ -24,7 +25,9 @@ fi
 
 if ! docker info >/dev/null 2>&1; then
   log "starting dockerd (log: /tmp/dockerd.log)"
-  as_root bash -c 'setsid nohup dockerd >/tmp/dockerd.log 2>&1 &'
+  # its own session (setsid -f: always a new process, never the caller's group leader) with no terminal
+  # and stdin from /dev/null: Ctrl-C or a SIGTERM to the caller's process group (a test run) leaves it up
+  as_root setsid -f dockerd </dev/null >/tmp/dockerd.log 2>&1
   wait_s=${DOCKERD_WAIT_S:-60}
   for ((i = 0; i < wait_s * 2; i++)); do
     docker info >/dev/null 2>&1 && break

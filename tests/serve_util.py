@@ -38,7 +38,7 @@ class Server:
     """``python -m envgen serve PACKS ARGS`` on a free loopback port; ``url``, ``token``, ``pid``. ``token``:
     the one to give, None for --no-token, "" to let the server generate one (it is then in `output`)."""
 
-    def __init__(self, packs: list[str], *args: str, token: str | None = "test-token-123", timeout: float = 60.0):
+    def __init__(self, packs: list[str], *args: str, token: str | None = "test-token-123", timeout: float = 180.0):
         self.port = free_port()
         self.token = token
         self.url = f"http://127.0.0.1:{self.port}"

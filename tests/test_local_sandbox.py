@@ -136,3 +136,23 @@ def marker() -> str:
         if os.geteuid() == 0:
             assert s.box.isolation == "namespaces"
             assert json.loads(s.call("peek_hidden", {}).content) == []
+
+
+def test_a_pack_running_the_agents_code_without_namespaces_is_said_once(tmp_path, capfd, monkeypatch):
+    """Without root the local sandbox cannot hide the host's files: a pack whose tools run the agent's own code
+    (the interpreter and code families) says so once, naming the fix."""
+    from conftest import make_tiny_pack
+
+    import envgen.pack as packmod
+    import envgen.sandbox.local as local
+
+    monkeypatch.setattr(local, "_said", set())  # what earlier tests of this process said
+
+    tiny = make_tiny_pack(tmp_path / "tiny")
+    pack = packmod.save(packmod.Pack(tiny.manifest.model_copy(update={"family": "interpreter"}), tiny.tasks),
+                        tmp_path / "interp", env_from=tiny.env_dir, hidden_from=tiny.hidden_dir)
+    for _ in range(2):
+        with open_sandbox(pack, "local", isolation="subreaper") as s:
+            s.reset()
+    err = capfd.readouterr().err
+    assert err.count("runs the agent's own code") == 1 and "--sandbox docker" in err

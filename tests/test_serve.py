@@ -299,3 +299,64 @@ def test_the_command_refuses_no_token_off_loopback_in_one_line(pack_dir):
                        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
         "error: --no-token is only allowed on a loopback address (127.0.0.1, ::1), not '0.0.0.0'"]
+
+
+def test_normal_closes_and_a_step_past_the_end_log_one_info_line_and_a_stock_client_reads_busy(pack_dir, caplog):
+    """The server in this process (uvicorn with the test's logging): sessions that end normally (a stock client's,
+    a remote sandbox's), a step after the episode's end and a session refused at the cap log no ERROR and no
+    traceback; the refused stock client reads why."""
+    import logging
+    import threading
+
+    import uvicorn
+
+    from envgen.pack.resolve import open_pack
+    from envgen.sandbox import open_sandbox
+    from envgen.serve.server import build_app
+    from serve_util import free_port
+
+    caplog.set_level(logging.INFO)
+    pack, port = open_pack(pack_dir), free_port()
+    srv = uvicorn.Server(uvicorn.Config(build_app([pack], token="tok-1", max_sessions=1), host="127.0.0.1",
+                                        port=port, log_config=None, log_level="info"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not srv.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        url = f"http://envgen:tok-1@127.0.0.1:{port}"
+        with GenericEnvClient(base_url=url).sync() as env:
+            env.reset(task_id="tiny-0")
+            assert env.step({"message": "Done."}).done
+            with pytest.raises(RuntimeError, match="call reset"):
+                env.step({"message": "one more"})
+            from websockets.exceptions import ConnectionClosed
+
+            with pytest.raises((RuntimeError, ConnectionClosed), match="session cap|CAPACITY_REACHED"):
+                with GenericEnvClient(base_url=url).sync() as other:
+                    other.reset(task_id="tiny-0")
+        sbx = open_sandbox(pack, f"remote:http://127.0.0.1:{port}?token=tok-1")
+        sbx.reset()
+        sbx.close()
+        time.sleep(0.5)  # the server's side of the last close
+    finally:
+        srv.should_exit = True
+        thread.join(30)
+    bad = [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
+    assert not bad, [f"{r.name}: {r.getMessage()}" for r in bad]
+    assert any("refused: call reset()" in r.getMessage() for r in caplog.records if r.name == "envgen.serve")
+
+
+def test_more_pass_check_workers_than_sessions_keep_every_oracle_task(server, pack_dir, tmp_path, monkeypatch):
+    """Workers past the server's --max-sessions wait their turn (each rollout gives its session back): no
+    rollout errs, every task the oracle solves is kept, and no session is left open."""
+    from envgen.passcheck.check import check
+
+    errors = idle(server)["errors"]
+    monkeypatch.setenv("ENVGEN_SERVE_TOKEN", server.token)
+    report = check(pack_dir, "oracle", k=2, workers=CAP + 2, sandbox="remote:" + server.url,
+                   store_url=str(tmp_path / "state.sqlite"))
+    assert {t: (st["kept"], st["errors"]) for t, st in report.stats.items()} == {
+        f"tiny-{i}": (True, 0) for i in range(3)}
+    assert idle(server)["errors"] == errors  # no session refused or failed on the server either

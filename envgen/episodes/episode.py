@@ -25,6 +25,30 @@ def argument_checker(pack: Pack) -> ArgumentChecker:
     return checker
 
 
+def allowed_tools(pack: Pack, task: Task) -> set[str] | None:
+    """The tools `task` may call: its own list, else the pack's schemas (None: no list, the runtime decides)."""
+    if task.tools is not None:
+        return set(task.tools)
+    return {t.name for t in pack.manifest.tools} if pack.manifest.tools else None
+
+
+def refusal(pack: Pack, allowed: set[str] | None, tool: str, args: dict[str, Any]) -> ToolResult | None:
+    """The failure a call gets without running (a tool outside `allowed`, arguments that do not fit its JSON
+    schema), or None when it may run. One rule for every driver, and for a server re-checking a client's record."""
+    if allowed is not None and tool not in allowed:
+        return ToolResult.failure("unknown_tool", f"no tool named {tool!r} in this task; "
+                                  f"available: {', '.join(sorted(allowed))}")
+    wrong = argument_checker(pack).check(tool, args)
+    return ToolResult.failure("bad_arguments", wrong) if wrong is not None else None
+
+
+def call_record(tool: str, args: dict[str, Any], result: ToolResult, turn: int | None) -> dict[str, Any]:
+    """One entry of ``Episode.calls`` (the verifier's view of a call)."""
+    return {"tool": tool, "args": args, "ok": result.ok, "content": result.content,
+            "error": None if result.ok else dict(result.error or {"type": "error", "message": ""}),
+            "seconds": round(result.seconds, 6), "turn": turn}
+
+
 @dataclass
 class Episode:
     sandbox: Sandbox
@@ -42,10 +66,7 @@ class Episode:
 
     def __post_init__(self) -> None:
         self.sandbox.reset()
-        self.allowed = set(self.task.tools) if self.task.tools is not None else None
-        self.checker = argument_checker(self.sandbox.pack)
-        if self.allowed is None and self.sandbox.pack.manifest.tools:
-            self.allowed = {t.name for t in self.sandbox.pack.manifest.tools}
+        self.allowed = allowed_tools(self.sandbox.pack, self.task)
 
     def call(self, tool: str, args: dict[str, Any], turn: int | None = None) -> ToolResult:
         """Run one tool call and record it. A tool outside the task's list (or the pack's schemas) is refused
@@ -53,16 +74,8 @@ class Episode:
         ``bad_arguments`` naming each wrong field, and the tool does not run."""
         if self.verdict is not None:
             raise RuntimeError("the episode is over")
-        if self.allowed is not None and tool not in self.allowed:
-            result = ToolResult.failure("unknown_tool", f"no tool named {tool!r} in this task; "
-                                        f"available: {', '.join(sorted(self.allowed))}")
-        elif (wrong := self.checker.check(tool, args)) is not None:
-            result = ToolResult.failure("bad_arguments", wrong)
-        else:
-            result = self.sandbox.call(tool, args)
-        self.calls.append({"tool": tool, "args": args, "ok": result.ok, "content": result.content,
-                           "error": None if result.ok else dict(result.error or {"type": "error", "message": ""}),
-                           "seconds": round(result.seconds, 6), "turn": turn})
+        result = refusal(self.sandbox.pack, self.allowed, tool, args) or self.sandbox.call(tool, args)
+        self.calls.append(call_record(tool, args, result, turn))
         return result
 
     def record_message(self, role: str, content: str, turn: int | None) -> None:

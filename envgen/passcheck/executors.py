@@ -16,17 +16,25 @@ from typing import Any, Callable
 from ..episodes.gym import PackEnv
 from ..errors import EnvgenError, InputError
 from ..policies.builtin import make_policy, rollout
+from ..sandbox.remote import PREFIX as REMOTE_PREFIX
 from .config import PASS_THRESHOLD
 from .rules import Outcome, rollout_seed
 
 
 
 class Worker:
-    """One env + one policy; runs rollouts one after another."""
+    """One env + one policy; runs rollouts one after another.
+
+    On a remote sandbox (an ``envgen serve``) a worker holds a session only while a rollout runs, and waits
+    for a free one without a time limit: with more workers than the server's ``--max-sessions`` the sessions
+    go round (in the order the workers asked, see ``envgen.sandbox.remote``), and a full server is a wait,
+    never an errored rollout."""
 
     def __init__(self, pack_ref: str, policy_spec: str, sandbox: str = "local", seed: int = 0,
                  pass_threshold: float = PASS_THRESHOLD, judge: str | None = None, user: str | None = None):
-        self.env = PackEnv(pack_ref, sandbox=sandbox, judge=judge, user=user)
+        self.remote = sandbox.startswith(REMOTE_PREFIX)
+        self.env = PackEnv(pack_ref, sandbox=sandbox, judge=judge, user=user,
+                           sandbox_options={"busy_wait_s": None} if self.remote else None)
         self.policy = make_policy(policy_spec)
         self.seed, self.pass_threshold = seed, pass_threshold
 
@@ -36,6 +44,9 @@ class Worker:
             t = rollout(self.env, self.policy, task_id=task_id, seed=rollout_seed(task_id, index, self.seed))
         except EnvgenError as e:  # an endpoint that stays down, a sandbox that cannot start
             return Outcome(task_id, index, 0.0, False, seconds=time.perf_counter() - t0, error=str(e))
+        finally:
+            if self.remote:
+                self.env.close()  # the session goes back to the server; the next rollout opens one
         return Outcome(task_id, index, t.reward, t.reward >= self.pass_threshold, turns=t.turns, tokens=t.tokens,
                        seconds=t.seconds, step_latencies=t.step_seconds)
 

@@ -9,9 +9,12 @@ Isolation, best first:
 
 - as root: PID, mount and IPC namespaces (the supervisor is PID 1 there: closing kills every
   descendant, setsid'd or not; /proc shows only the sandbox, so the host's command lines, and the pack
-  path on them, are out of sight; /tmp and /dev/shm are private tmpfs; IPC objects are private), and
-  the tools run as `nobody` when that user can read the interpreter and the runtime, otherwise as root
-  (said once, on stderr);
+  path on them, are out of sight; /tmp and /dev/shm are private tmpfs; IPC objects are private), the
+  host's files hidden but the system's (every top-level dir but /usr, /etc, /bin, /lib... is an empty
+  tmpfs: /root, /home, /opt, /srv, /var, /run, the checkout's folder) with only what the episode needs bound
+  back (`_interpreter_paths`: the interpreter, its stdlib and site-packages, the runtime, the kit; the
+  sandbox dir), so code the agent runs finds no pack, no project and no other sandbox; and the tools run as
+  `nobody` when that user can read the interpreter and the runtime, otherwise as root (said once, on stderr);
 - otherwise: a child subreaper that kills every descendant, setsid'd ones included, at each episode
   boundary and at close. /dev/shm and System V IPC are then shared with the host's other processes
   (they are not wiped), and the host's command lines are visible: use the Docker backend for packs you
@@ -24,11 +27,13 @@ tool user) processes; a hard wall-clock deadline on the host covers a tool block
 from __future__ import annotations
 
 import compileall
+import functools
 import json
 import os
 import shutil
 import signal
 import subprocess
+import site
 import sys
 import sysconfig
 import tempfile
@@ -76,16 +81,85 @@ def _reachable(path: str, uid: int, gid: int) -> bool:
     return True
 
 
+SYSTEM_DIRS = frozenset({"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "dev", "proc", "sys", "tmp"})
+"""Top-level dirs a namespaced local sandbox keeps (the system: toolchains, libraries, configuration); every other
+top-level entry (/root, /home, /opt, /srv, /var, /run, a checkout's folder) is hidden from it."""
+
+
 def _interpreter_paths(python: str) -> list[str]:
-    """What the sandbox's processes read outside the sandbox dir: the interpreter and its prefix (a venv's
-    site-packages included: the code family's tests run with it), the stdlib, envgen's runtime and kit."""
-    paths = [os.path.realpath(python), str(bundled("envs") / "runtime"), str(bundled("verifiers")),
-             str(Path(os.path.abspath(python)).parent.parent)]  # the venv or install prefix it belongs to
-    if os.path.abspath(python) == os.path.abspath(sys.executable):  # (venvs share one resolved binary)
+    """What the sandbox's processes read outside the sandbox dir: the interpreter's binary dir and its prefix (a
+    venv's site-packages included: the code family's tests run with it), the stdlib and site-packages, envgen's
+    runtime and kit. Not the rest of ``sys.path``: the driving script's folder and PYTHONPATH entries (a checkout,
+    a pack beside the script) are none of the episode's business (the runtime runs with ``-I``)."""
+    paths = [str(Path(os.path.realpath(python)).parent.parent), str(bundled("envs") / "runtime"),
+             str(bundled("verifiers")), str(Path(os.path.abspath(python)).parent.parent),  # install prefix, venv
+             *_python_dirs(os.path.abspath(python))]
+    return list(dict.fromkeys(p for p in paths if os.path.isdir(p)))
+
+
+_PYTHON_DIRS = ("import json, site, sys, sysconfig; c = sysconfig.get_paths(); print(json.dumps([sys.prefix, "
+                "sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, c['stdlib'], c['platstdlib'], c['purelib'], "
+                "c['platlib'], *site.getsitepackages()]))")
+
+
+@functools.lru_cache(maxsize=None)
+def _python_dirs(python: str) -> tuple[str, ...]:
+    """`python`'s prefixes, stdlib and site-packages (asked once per interpreter; this one's without asking)."""
+    if python == os.path.abspath(sys.executable):
         cfg = sysconfig.get_paths()
-        paths += [sys.prefix, sys.exec_prefix, cfg["stdlib"], cfg["platstdlib"],
-                  *(p for p in sys.path if p and os.path.isdir(p))]
-    return list(dict.fromkeys(paths))
+        return (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, cfg["stdlib"], cfg["platstdlib"],
+                cfg["purelib"], cfg["platlib"], *site.getsitepackages())
+    try:
+        out = subprocess.run([python, "-I", "-c", _PYTHON_DIRS], capture_output=True, text=True, timeout=60)
+        return tuple(json.loads(out.stdout)) if out.returncode == 0 else ()
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return ()
+
+
+HOST_DIR_KEYS = frozenset({"modules"})
+"""Verifier args naming host folders a pack's tests read on the local backend (the code family's node_modules from
+``ENVGEN_NODE_MODULES`` or the source checkout): dependencies, bound into a namespaced sandbox like site-packages."""
+
+
+def _pack_host_dirs(pack: Pack) -> list[str]:
+    """The absolute, existing host dirs the pack's tasks name under HOST_DIR_KEYS in their verifier args, and the
+    dirs of a host interpreter they name as ``python``."""
+    found: list[str] = []
+
+    def walk(obj, key: str | None = None) -> None:
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(v, k)
+        elif isinstance(obj, list):
+            for v in obj:
+                walk(v, key)
+        elif key in HOST_DIR_KEYS and isinstance(obj, str) and os.path.isabs(obj) and os.path.isdir(obj):
+            found.append(obj)
+        elif key == "python" and isinstance(obj, str) and os.path.isabs(obj) and os.path.isfile(obj):
+            found.extend(_interpreter_paths(obj))  # a test interpreter of the host's (the code family's)
+
+    for t in pack.tasks:
+        walk(t.verifier.args)
+    return list(dict.fromkeys(found))
+
+
+def _hidden_host_paths() -> list[str]:
+    """The top-level entries of / a namespaced sandbox covers (see SYSTEM_DIRS)."""
+    return sorted(os.path.join("/", e.name) for e in os.scandir("/")
+                  if e.name not in SYSTEM_DIRS and not e.is_symlink())
+
+
+AGENT_CODE_FAMILIES = frozenset({"interpreter", "code"})
+"""Families whose tools run the policy's own code (a Python interpreter, a patch and its tests)."""
+_said: set[str] = set()
+
+
+def _say_once(text: str) -> None:
+    with _identity_lock:
+        if text in _said:
+            return
+        _said.add(text)
+    print(text, file=sys.stderr)
 
 
 _identity_lock = threading.Lock()
@@ -124,12 +198,6 @@ def _outermost(paths: list[str]) -> list[str]:
     return [p for p in real if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in real)]
 
 
-def _under_tmp(path: str) -> bool:
-    """Strictly inside /tmp (which the namespaces replace with a private tmpfs)."""
-    real = os.path.realpath(path)
-    return real != TMP_ROOT and os.path.commonpath([real, TMP_ROOT]) == TMP_ROOT
-
-
 class LocalBox(Supervised):
     """A supervisor running on the host in a private sandbox dir."""
 
@@ -166,11 +234,12 @@ class LocalBox(Supervised):
                         "--verifiers", str(bundled("verifiers")), "--work", str(root / "work"),
                         *(f"--warm={w}" for w in verifier_warmups(pack))]
             isolation = isolation or ("namespaces" if os.geteuid() == 0 else "subreaper")
-            keep = _outermost([str(root), *(p for p in _interpreter_paths(python) if _under_tmp(p))])
+            keep = _outermost([str(root), *_interpreter_paths(python), *_pack_host_dirs(pack)])
+            hide = _hidden_host_paths() if isolation == "namespaces" else []
             cmd = [python, "-I", "-B", str(bundled("envs") / "runtime" / "supervisor.py"), "--io", str(root / "io"),
                    "--uid", str(uid), "--gid", str(gid), "--verifier-uid", str(os.geteuid()),
                    "--work", str(root / "work"), "--home", str(root / "tmp"), "--tmp", str(root / "tmp"),
-                   "--isolation", isolation, *(f"--keep={k}" for k in keep),
+                   "--isolation", isolation, *(f"--keep={k}" for k in keep), *(f"--hide={h}" for h in hide),
                    *(f"--writable={root / d}" for d in ("work", "tmp")), "--rlimits", json.dumps(rlimits),
                    "--verifier", json.dumps(verifier), "--", *runtime]
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "TZ": "UTC",
@@ -193,6 +262,10 @@ class LocalBox(Supervised):
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
+        if ready.get("isolation") != "namespaces" and pack.manifest.family in AGENT_CODE_FAMILIES:
+            _say_once(f"envgen: pack {pack.manifest.name!r} runs the agent's own code, and without root the local "
+                      f"sandbox cannot hide the host's files from it (this pack's included); use --sandbox docker "
+                      f"to train or check on it")
         return cls(ctl, root, proc, ready, name, runtime_line_bound(lim.output_limit))
 
     def destroy(self) -> None:

@@ -13,7 +13,13 @@ killed, the network gone, the session reaped) fails the call in flight and every
 with ``connection_lost`` (the server's state of the episode is gone; running on in a fresh one would judge a
 different episode), its verdict is 0 with the error, and the next ``reset`` opens a new session (retried
 until ``connect_timeout`` runs out). A server at capacity answers "busy"; ``reset`` waits for a slot up to
-``busy_wait_s``, then raises SandboxError.
+``busy_wait_s`` (None: as long as it takes), then raises SandboxError. The sandboxes of one process that wait
+for one server take the slots that free up in the order they asked (`_Queue`): a sandbox that has just given its
+session back (``close``) and opens a new one queues behind those already waiting, so a pass check with more
+workers than the server's ``--max-sessions`` hands sessions round instead of starving some workers.
+
+The server judges only the calls it ran in the session (see ``envgen.serve.server``): ``verify`` sends the
+client's record for the calls' turns, and gets 0 for a call the server never ran.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ SANDBOX_MODE = "sandbox"
 """The reset ``mode`` that makes a served session a bare sandbox (ops ``call`` and ``verify``) rather than a
 whole episode (assistant messages in, observations out)."""
 BUSY_CODE = "CAPACITY_REACHED"
+BUSY_CLOSE = 1013
+"""WebSocket close code ("try again later") of a session the server refused at its session cap."""
 NETWORK_GRACE_S = 10.0
 """Seconds past the server's own deadline for an answer (the server enforces tool and verify timeouts; this
 only bounds a network or server that stopped answering)."""
@@ -144,13 +152,56 @@ async def _exchange(client, message: dict, timeout: float) -> dict:
     return response.get("data", {})
 
 
+class _Queue:
+    """Per server URL, in this process: the sandboxes waiting for a session, first come first served (see the
+    module docstring). A waiter tries to connect only at the head of the queue; a session given back wakes it."""
+
+    cond = threading.Condition()
+    waiting: dict[str, list[object]] = {}
+
+    @classmethod
+    def join(cls, url: str, ticket: object) -> None:
+        with cls.cond:
+            q = cls.waiting.setdefault(url, [])
+            if ticket not in q:
+                q.append(ticket)
+
+    @classmethod
+    def leave(cls, url: str, ticket: object) -> None:
+        with cls.cond:
+            q = cls.waiting.get(url, [])
+            if ticket in q:
+                q.remove(ticket)
+            cls.cond.notify_all()
+
+    @classmethod
+    def others_first(cls, url: str, ticket: object) -> bool:
+        """Whether sandboxes that asked before `ticket` still wait (it must not take their slot)."""
+        with cls.cond:
+            q = cls.waiting.get(url, [])
+            return bool(q) and q[0] is not ticket
+
+    @classmethod
+    def wait(cls, seconds: float) -> None:
+        """Sleep up to `seconds`, or until a session of this process is given back (to any URL)."""
+        with cls.cond:
+            cls.cond.wait(seconds)
+
+    @classmethod
+    def released(cls) -> None:
+        with cls.cond:
+            cls.cond.notify_all()
+
+
 class RemoteSandbox(Sandbox):
     """A sandbox on an ``envgen serve`` (see the module docstring)."""
 
     backend = "remote"
 
     def __init__(self, pack: Pack, url: str, *, token: str | None = None, connect_timeout: float = 10.0,
-                 busy_wait_s: float = 30.0):
+                 busy_wait_s: float | None = 30.0):
+        """`busy_wait_s`: seconds a session may wait for a server at its session cap (None: no limit, for
+        callers that give sessions back between episodes, like the pass check)."""
         super().__init__(pack)
         self.url, url_token = parse_remote(url)
         self.token = token or url_token
@@ -195,43 +246,66 @@ class RemoteSandbox(Sandbox):
                 _Loop.run(client.close(), 3.0)
             except Exception:
                 pass
+            _Queue.released()
 
     def _open_session(self) -> None:
         """Connect and open a sandbox-mode session for this pack (retrying a busy or unreachable server
         until its deadline); on return ``tools`` is the runtime's hello."""
         self._drop_client()
-        start = time.monotonic()
+        ticket = object()
+        try:
+            data = self._connect_in_turn(time.monotonic(), ticket)
+        finally:
+            _Queue.leave(self.url, ticket)
+        self.tools = data.get("observation", {}).get("info", {}).get("tools", [])
+        self._lost = None
+
+    def _connect_in_turn(self, start: float, ticket: object) -> dict:
+        """The session's opening answer; waits its turn among this process's sandboxes for a busy server."""
         delay, last = 0.1, ""
         while True:
+            if _Queue.others_first(self.url, ticket):  # others of this process wait for this server: queue up
+                _Queue.join(self.url, ticket)
+                if self.busy_wait_s is not None and time.monotonic() - start > self.busy_wait_s:
+                    raise SandboxError(f"pack {self.pack.manifest.name!r}: no session on {self.url}: it is busy "
+                                       f"(at its session cap) and {self.busy_wait_s:g} s passed waiting")
+                _Queue.wait(0.5)
+                continue
             self._client = _client_class()(self.url, self.token, connect_timeout_s=self.connect_timeout,
                                            message_timeout_s=self.connect_timeout)
+            busy = None
             try:
                 try:
                     _Loop.run(self._client.connect(), self.connect_timeout + 1.0)
                 except Exception as e:  # refused, unreachable, HTTP 401 at the handshake, timed out
                     raise ConnectionError(f"cannot connect to {self.url} ({type(e).__name__}: {e})") from None
-                data = self._send("reset", {"mode": SANDBOX_MODE, "pack": self.pack.manifest.name,
+                return self._send("reset", {"mode": SANDBOX_MODE, "pack": self.pack.manifest.name,
                                             "version": self.pack.manifest.version},
                                   max(60.0, self.limits.step_timeout_s) + NETWORK_GRACE_S)
-                break
             except RuntimeError as e:
                 self._drop_client()
                 if BUSY_CODE not in str(e):
                     raise SandboxError(f"pack {self.pack.manifest.name!r} on {self.url}: {e}") from None
-                last, limit = f"{self.url} is busy (at its session cap): {e}", self.busy_wait_s
+                busy = str(e)
             except (ConnectionError, TimeoutError, OSError) as e:
                 self._drop_client()
-                msg = str(e)
-                if "HTTP 401" in msg or "HTTP 403" in msg:
+                last = str(e)
+                if "HTTP 401" in last or "HTTP 403" in last:
                     raise SandboxError(f"{self.url} refused the connection: the token is missing or wrong "
                                        f"(set {TOKEN_ENV} or put it in the URL)") from None
-                last, limit = msg, self.connect_timeout
-            if time.monotonic() - start + delay > limit:
-                raise SandboxError(f"pack {self.pack.manifest.name!r}: no session on {self.url}: {last}")
-            time.sleep(delay)
+                if f"{BUSY_CLOSE} (try again later)" in last:  # the busy close came before its answer was read
+                    busy = last
+            if busy is not None:
+                last = f"{self.url} is busy (at its session cap): {busy}"
+                _Queue.join(self.url, ticket)
+                if self.busy_wait_s is not None and time.monotonic() - start + delay > self.busy_wait_s:
+                    raise SandboxError(f"pack {self.pack.manifest.name!r}: no session on {self.url}: {last}")
+                _Queue.wait(delay)  # a session of this process given back wakes it sooner
+            else:
+                if time.monotonic() - start + delay > self.connect_timeout:
+                    raise SandboxError(f"pack {self.pack.manifest.name!r}: no session on {self.url}: {last}")
+                time.sleep(delay)
             delay = min(delay * 2, 2.0)
-        self.tools = data.get("observation", {}).get("info", {}).get("tools", [])
-        self._lost = None
 
     def _lose(self, why: str) -> None:
         self._lost = why

@@ -18,6 +18,11 @@ What never leaves the server: ``hidden/`` (the sandbox mounts it for the verifie
 references (verification uses the server's copy of the task; verifier details, which may quote the expected
 answer, are withheld: only the reward, and an error's text, go back).
 
+What the server judges is its own record: a sandbox session's ``verify`` judges the calls this session ran
+since its last ``reset`` (their results as the server saw them; `judged_calls`), never a record the client
+made up, and it answers once per episode (no oracle for testing guesses against a hidden answer). The client's
+list serves only for each call's turn and for calls refused without running, which the server re-checks.
+
 OpenEnv's HTTP ``/reset`` and ``/step`` (a throwaway environment per request) are not registered
 (``ServerMode.PRODUCTION``): an episode needs a session.
 """
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import hmac
+import json
 import logging
 import threading
 import time
@@ -33,10 +39,11 @@ from collections import Counter, deque
 from typing import Any, Callable, Literal
 
 from ..errors import EnvgenError, InputError, SandboxError
+from ..episodes.episode import allowed_tools, call_record, refusal
 from ..episodes.gym import PackEnv
-from ..pack.format import Pack
+from ..pack.format import Pack, Task
 from ..sandbox import open_sandbox
-from ..sandbox.remote import PREFIX as REMOTE_PREFIX, SANDBOX_MODE
+from ..sandbox.remote import BUSY_CLOSE, PREFIX as REMOTE_PREFIX, SANDBOX_MODE
 from . import resolve_token
 
 try:
@@ -63,9 +70,12 @@ class EnvgenAction(Action):
     tool: str | None = Field(None, description="Tool name (op=call).")
     args: dict[str, Any] | None = Field(None, description="Tool arguments (op=call).")
     timeout: float | None = Field(None, gt=0, description="Seconds for the call (op=call; default: the pack's).")
+    turn: int | None = Field(None, description="The assistant message that made the call (op=call; recorded).")
     task_id: str | None = Field(None, description="The task to judge (op=verify).")
     answer: str | None = Field(None, description="The final answer (op=verify).")
-    calls: list[dict[str, Any]] | None = Field(None, description="The episode's calls (op=verify).")
+    calls: list[dict[str, Any]] | None = Field(
+        None, description="The client's record of the episode's calls (op=verify): it gives the calls' turns and "
+                          "the calls refused without running; the verdict judges the calls this session ran.")
     messages: list[dict[str, Any]] | None = Field(None, description="The conversation (op=verify).")
 
 
@@ -82,6 +92,33 @@ def safe_details(details: dict[str, Any] | None) -> dict[str, Any]:
     if set(details or {}) - SAFE_DETAIL_KEYS:
         out["withheld"] = "the verifier's details stay on the server"
     return out
+
+
+def _same_call(own: dict[str, Any], claimed: dict[str, Any]) -> bool:
+    canon = (lambda a: json.dumps(a, sort_keys=True, default=str))
+    return own["tool"] == claimed.get("tool") and canon(own["args"]) == canon(claimed.get("args"))
+
+
+def judged_calls(own: list[dict[str, Any]], claimed: list[Any], pack: Pack, task: Task) -> list[dict[str, Any]]:
+    """The calls a verdict judges: `own` (what the session ran, in order, with the server's results), each with
+    the turn of the client's matching entry; a client entry that matches no call the session ran counts only as
+    a call refused without running, and only where the server's own check (`refusal`) refuses it too; calls
+    the client left out are judged all the same. So a forged record (a ``submit`` that never ran, a changed
+    result) changes nothing, and an honest client's verdict equals the local one."""
+    allowed = allowed_tools(pack, task)
+    out: list[dict[str, Any]] = []
+    i = 0
+    for c in claimed:
+        if not isinstance(c, dict):
+            continue
+        turn = c.get("turn") if isinstance(c.get("turn"), int) else None
+        if i < len(own) and _same_call(own[i], c):
+            out.append({**own[i], "turn": turn if turn is not None else own[i]["turn"]})
+            i += 1
+        elif isinstance(c.get("tool"), str) and isinstance(c.get("args"), dict) \
+                and (refused := refusal(pack, allowed, c["tool"], c["args"])) is not None:
+            out.append(call_record(c["tool"], c["args"], refused, turn))
+    return out + own[i:]
 
 
 class Metrics:
@@ -175,6 +212,9 @@ class EnvgenEnvironment(Environment):
         self._closed = False
         self._last = time.monotonic()
         self._state = State(episode_id=None, step_count=0)
+        self._calls: list[dict[str, Any]] | None = None
+        """Sandbox sessions: the calls run since the last op=reset, as the server saw them (None: no episode open,
+        or it was verified)."""
         self._counted = False
         """Counted in the metrics from its first message: OpenEnv also builds an instance at start to probe it."""
         with service._lock:
@@ -222,12 +262,15 @@ class EnvgenEnvironment(Environment):
             obs = fn()
             failed = False
             return obs
-        except EnvgenError:
+        except EnvgenError as e:  # the client's mistake (or its sandbox's): the client reads it; one line here
+            log.info("session %s refused: %s", op, e)
             raise
-        except Exception as e:  # a bug, not the client's fault: one line for the client, the traceback in the log
-            log.exception("session step failed")
-            if type(e).__module__.startswith("gymnasium"):
+        except Exception as e:
+            if type(e).__module__.startswith("gymnasium"):  # ResetNeeded & co: a step after the episode's end
+                log.info("session %s refused: %s", op, e)
                 raise
+            # a bug, not the client's fault: one line for the client, the traceback in the log
+            log.exception("session step failed")
             raise RuntimeError(f"internal error ({type(e).__name__}: {e})") from e
         finally:
             self.service.metrics.record(op, time.perf_counter() - t0, failed)
@@ -263,6 +306,7 @@ class EnvgenEnvironment(Environment):
             self._drop_sandbox()
         self.mode, self.pack, self._tool_format = mode, pack, tool_format
         self._state = State(episode_id=episode_id, step_count=0)
+        self._calls = None
         sv = self.service
         if mode == SANDBOX_MODE:
             if self.sbx is None:
@@ -302,19 +346,28 @@ class EnvgenEnvironment(Environment):
             return EnvgenObservation(text=obs, info=info, reward=float(reward), done=bool(terminated or truncated))
         sbx = self.sbx
         if a.op == "reset":
+            self._calls = None
             sbx.reset()
+            self._calls = []
             return EnvgenObservation(info={"restarts": sbx.restarts})
+        if a.op in ("call", "verify") and self._calls is None:
+            raise InputError(f"op={a.op} outside an episode: send op=reset first (an episode is verified once, "
+                             f"then the next one starts with op=reset)")
         if a.op == "call":
             if not a.tool:
                 raise InputError("op=call needs tool (and args)")
-            r = sbx.call(a.tool, dict(a.args or {}), a.timeout)
+            args = dict(a.args or {})
+            r = refusal(self.pack, None, a.tool, args) or sbx.call(a.tool, args, a.timeout)
+            self._calls.append(call_record(a.tool, args, r, a.turn))
             return EnvgenObservation(text=r.content, info={"ok": r.ok, "error": r.error, "seconds": r.seconds,
                                                            "restarts": sbx.restarts})
         if a.op == "verify":
             if a.task_id is None:
                 raise InputError("op=verify needs task_id")
             task = self.pack.task(a.task_id)
-            verdict = sbx.verify(task, a.answer or "", list(a.calls or []), list(a.messages or []))
+            own, self._calls = self._calls, None  # once per episode, whatever the verdict
+            calls = judged_calls(own, list(a.calls or []), self.pack, task)
+            verdict = sbx.verify(task, a.answer or "", calls, list(a.messages or []))
             return EnvgenObservation(reward=float(verdict.reward), done=True,
                                      info={"details": safe_details(verdict.details)})
         raise InputError(f"op {a.op!r} is for episode sessions; a sandbox session takes reset, call or verify")
@@ -346,7 +399,7 @@ class TokenGate:
     async def __call__(self, scope, receive, send):
         if scope["type"] not in ("http", "websocket") or self.token is None or scope["path"] in self.open_paths \
                 or self._ok(scope):
-            return await self.app(scope, receive, send)
+            return await self.app(scope, receive, _CloseSend(send) if scope["type"] == "websocket" else send)
         body = b'{"detail":"missing or wrong token: send Authorization: Bearer TOKEN (envgen serve printed it)"}'
         headers = [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]
         if scope["type"] == "http":
@@ -357,6 +410,33 @@ class TokenGate:
             await send({"type": "websocket.http.response.body", "body": body})
         else:
             await send({"type": "websocket.close", "code": 1008})
+
+
+class _CloseSend:
+    """The ASGI ``send`` of one WebSocket, amended in two ways OpenEnv's endpoint leaves out:
+
+    - its closing frame after a CAPACITY_REACHED answer carries code 1013 and a reason, so a stock client
+      whose first send already meets the closed socket (a ``GenericEnvClient``) still reads why;
+    - closing a socket the client has closed already (the normal end of a session) is not an error: OpenEnv
+      closes every socket at the end and only expects RuntimeError, so uvicorn would log a traceback."""
+
+    def __init__(self, send):
+        self.send, self.busy = send, None
+
+    async def __call__(self, message):
+        kind = message.get("type")
+        if kind == "websocket.send" and '"CAPACITY_REACHED"' in (message.get("text") or ""):
+            data = json.loads(message["text"]).get("data", {})
+            self.busy = (f"envgen serve is at its session cap ({data.get('active_sessions', '?')} of "
+                         f"{data.get('max_sessions', '?')}): retry later, or serve with more --max-sessions")
+        if kind != "websocket.close":
+            return await self.send(message)
+        if self.busy:
+            message = {**message, "code": BUSY_CLOSE, "reason": self.busy[:120]}
+        try:
+            await self.send(message)
+        except Exception as e:  # the client went first (uvicorn's ClientDisconnected, an OSError): nothing to close
+            log.info("websocket closed by the client before the server's close (%s)", type(e).__name__)
 
 
 # ---------------------------------------------------------------- app

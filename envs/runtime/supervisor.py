@@ -25,8 +25,10 @@ Isolation (`--isolation`), chosen by the host:
 - ``pid1``: already PID 1 of its own PID namespace (Docker). `kill(-1)` reaches every other process.
 - ``namespaces``: (root on the host) unshare PID, mount and IPC namespaces and become PID 1 there, with
   a private /proc (the tools see no host process, hence no pack path on a command line), private tmpfs
-  at /tmp and /dev/shm, and a private System V IPC namespace. If the supervisor dies, the kernel kills
-  the whole namespace.
+  at /tmp and /dev/shm, a private System V IPC namespace, and the host's files out of sight: each
+  ``--hide`` path (the host chooses: every top-level dir but the system's own) is covered by an empty
+  tmpfs, and only the ``--keep`` dirs (the interpreter, its site-packages, the runtime, the kit, the
+  sandbox dir) are bound back in place. If the supervisor dies, the kernel kills the whole namespace.
 - ``subreaper``: (no privileges) a child subreaper: processes that detach with setsid are re-parented
   here, so `kill` finds every descendant by walking /proc.
 
@@ -418,11 +420,22 @@ def _enter_namespaces(a: argparse.Namespace) -> str:
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m")
-    # A fresh /tmp; the sandbox's own dirs (which may live under the host's /tmp) are bound back in place.
+    # A fresh /tmp and empty hidden dirs; the dirs the sandbox needs from under them (the sandbox's own
+    # dirs under the host's /tmp, an interpreter under /root or /opt) are bound back in place.
     keep = [os.open(d, os.O_PATH) for d in a.keep]
+    covered = ["/tmp"]
+    for h in a.hide:
+        try:
+            if os.path.isdir(h) and not os.path.islink(h):
+                _mount("tmpfs", h, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m")
+                covered.append(h)
+            elif os.path.isfile(h) and not os.path.islink(h):
+                _mount("/dev/null", h, None, MS_BIND)
+        except OSError as e:
+            _log(f"cannot hide {h}: {e}")
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
     for d, fd in zip(a.keep, keep):
-        if os.path.commonpath([d, "/tmp"]) == "/tmp":
+        if any(os.path.commonpath([d, c]) == c for c in covered):
             os.makedirs(d, exist_ok=True)
             _mount(f"/proc/self/fd/{fd}", d, None, MS_BIND | MS_REC)
         os.close(fd)
@@ -486,7 +499,10 @@ def main(argv=None) -> None:
     ap.add_argument("--home", default="/tmp")
     ap.add_argument("--tmp", default="/tmp", help="TMPDIR of the spawned processes")
     ap.add_argument("--isolation", choices=("pid1", "namespaces", "subreaper"), default="pid1")
-    ap.add_argument("--keep", action="append", default=[], help="(namespaces) host dirs to keep visible in /tmp")
+    ap.add_argument("--keep", action="append", default=[],
+                    help="(namespaces) host dirs to keep visible in /tmp and under the --hide dirs")
+    ap.add_argument("--hide", action="append", default=[],
+                    help="(namespaces) host dirs (or files) to cover with an empty tmpfs (/dev/null)")
     ap.add_argument("--writable", action="append", default=[],
                     help="(namespaces) the dirs that stay writable; the rest of the host is read-only")
     ap.add_argument("--rlimits", help='JSON {"cpu"|"as"|"nofile"|"fsize"|"nproc": [soft, hard]} for the runtime')

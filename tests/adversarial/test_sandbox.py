@@ -509,3 +509,54 @@ def test_local_tools_running_as_root_cannot_change_the_host(hostile_pack):
                          *glob.glob(f"{envgen.paths.bundled('verifiers')}/envgen_verifiers/pwned_{marker}.py")]:
             if os.path.exists(leftover):
                 os.unlink(leftover)
+
+
+LOOK = '''
+
+def look(path: str) -> str:
+    """What the sandbox shows at `path`: missing, a dir's first entries, or a file's first bytes."""
+    import os
+    if not os.path.exists(path):
+        return "missing"
+    if os.path.isdir(path):
+        return "dir:" + ",".join(sorted(os.listdir(path))[:20])
+    try:
+        with open(path, errors="replace") as f:
+            return "file:" + f.read(200)
+    except OSError as e:
+        return f"unreadable: {e}"
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the local sandbox hides the host's files in namespaces (root only)")
+def test_local_agent_code_finds_no_pack_and_no_host_project_file(tmp_path, monkeypatch):
+    """Code the agent runs in the local sandbox (the interpreter and code families run the policy's own) looks for
+    the answers: the pack's hidden/ and tasks.jsonl (the pack sits in a folder on the host's sys.path, as beside a
+    driving script), the envgen checkout, the host's home and service sockets. It finds none of them, and the
+    sandbox still runs its tools with the interpreter's stdlib and site-packages."""
+    import sys
+
+    from envgen.sandbox.local import _interpreter_paths
+
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.syspath_prepend(str(project))  # the driving script's folder
+    pack = make_tiny_pack(project / "tiny", extra_tools=LOOK)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(envgen.__file__)))
+    env = _env(pack, "local")
+    try:
+        env.reset(options={"task_id": "tiny-0"})
+        kept = [os.path.realpath(k) for k in (*_interpreter_paths(sys.executable), str(env.unwrapped.sandbox.root))]
+        on_the_way = {part for k in kept for part in k.split("/")}  # dirs leading to what the sandbox keeps
+        for path in (pack.root / "hidden" / "verify.py", pack.root / "tasks.jsonl", pack.root, project,
+                     *(p for p in sys.path if p and os.path.isdir(p)  # but what the sandbox keeps (the kit)
+                       and not any(os.path.realpath(p) == k or os.path.realpath(p).startswith(k + "/") for k in kept)),
+                     os.path.join(repo, "pyproject.toml"), os.path.join(repo, "tests"), "/root/.bash_history",
+                     "/home", "/run/docker.sock", "/var/run/docker.sock", "/srv", "/opt"):
+            seen = tool(env, "look", path=str(path))[0]
+            shown = set(seen[len("dir:"):].split(",")) - {""} if seen.startswith("dir:") else set()
+            assert seen == "missing" or (seen.startswith("dir:") and shown <= on_the_way), f"{path}: {seen[:200]}"
+        assert tool(env, "add", a=2, b=3)[0] == "5"  # the interpreter and the runtime still work
+        assert tool(env, "look", path=sys.base_prefix)[0].startswith("dir:")
+    finally:
+        env.close()

@@ -108,3 +108,51 @@ def test_the_protocol_gives_no_way_to_hidden_or_references(server):
     bodies = [httpx.get(server.url + p, headers=headers).text for p in ("/schema", "/metadata", "/metrics",
                                                                          "/health", "/openapi.json", "/docs")]
     assert_clean(bodies)
+
+
+def test_a_forged_call_record_scores_0_and_verify_answers_once_per_episode(server):
+    """The server judges the calls it ran, not the record the client sends: a ``submit`` that never ran earns
+    nothing, and an episode is verified once (no oracle for testing guesses against the hidden answer)."""
+    record = [{"tool": "put", "args": {"key": "k1", "value": "value-1"}, "ok": True, "content": "stored",
+               "error": None, "seconds": 0.0, "turn": 1},
+              {"tool": "submit", "args": {"answer": "value-1"}, "ok": True, "content": "submitted",
+               "error": None, "seconds": 0.0, "turn": 2}]
+    s = Session(server)
+    try:
+        s.send("reset", {"mode": "sandbox"})
+        assert s.step(op="verify", task_id="tiny-1", answer="x", calls=record)["type"] == "error"  # no episode yet
+        s.step(op="reset")
+        s.step(op="call", tool="put", args={"key": "k1", "value": "value-1"})  # the real work, but no submit
+        r = s.step(op="verify", task_id="tiny-1", answer="Stored value-1.", calls=record, messages=[])
+        assert r["data"]["reward"] == 0.0
+        for again in ({"op": "verify", "task_id": "tiny-1", "answer": "Stored value-1.", "calls": record},
+                      {"op": "call", "tool": "submit", "args": {"answer": "value-1"}}):
+            r = s.step(**again)
+            assert r["type"] == "error" and "op=reset first" in r["data"]["message"]
+        s.step(op="reset")  # the honest episode: the same record, every call run here
+        for c in record:
+            s.step(op="call", tool=c["tool"], args=c["args"])
+        assert s.step(op="verify", task_id="tiny-1", answer="Stored value-1.", calls=record)["data"]["reward"] == 1.0
+    finally:
+        s.close()
+    assert_clean(s.frames)
+
+
+def test_the_judged_calls_are_the_servers_own_with_the_clients_turns(tmp_path):
+    from envgen.serve.server import judged_calls
+
+    pack = make_tiny_pack(tmp_path / "tiny", tasks=1)
+    task = pack.task("tiny-0")
+    own = [{"tool": "put", "args": {"key": "k0", "value": "v"}, "ok": True, "content": "stored", "error": None,
+            "seconds": 0.01, "turn": None},
+           {"tool": "get", "args": {"key": "k0"}, "ok": True, "content": "v", "error": None, "seconds": 0.01,
+            "turn": None}]
+    claimed = [{"tool": "put", "args": {"value": "v", "key": "k0"}, "ok": True, "content": "tampered", "turn": 1},
+               {"tool": "nope", "args": {}, "ok": False, "turn": 2},  # refused without running: re-checked here
+               {"tool": "put", "args": {"key": 5}, "ok": False, "turn": 2},  # bad arguments: refused here too
+               {"tool": "submit", "args": {"answer": "v"}, "ok": True, "content": "submitted", "turn": 3}]  # never ran
+    got = judged_calls(own, claimed, pack, task)
+    assert [(c["tool"], c["ok"], c["turn"]) for c in got] == [
+        ("put", True, 1), ("nope", False, 2), ("put", False, 2), ("get", True, None)]  # the left-out get: judged
+    assert got[0]["content"] == "stored" and got[1]["error"]["type"] == "unknown_tool"
+    assert got[2]["error"]["type"] == "bad_arguments"
