@@ -173,6 +173,8 @@ def load_module(path: Path, name: str) -> ModuleType:
     if spec is None or spec.loader is None:
         raise InputError(f"{path}: not an importable Python file")
     module = importlib.util.module_from_spec(spec)
+    for stale in [k for k in sys.modules if k.startswith(name + ".")]:
+        del sys.modules[stale]  # a package loaded afresh imports its submodules afresh, so it has them as attributes
     sys.modules[name] = module  # dataclasses and pickling look modules up here
     try:
         spec.loader.exec_module(module)

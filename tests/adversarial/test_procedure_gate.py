@@ -124,3 +124,18 @@ def test_the_blanket_probe_keeps_the_questions_and_drops_every_description():
     probe = blanket_consent(task)
     assert [(m.after, m.content) for m in probe.messages] == [(0, f"{ASK[0]['content']} {BLANKET}")]
     assert probe.calls == task.reference.calls and probe.want == 0.0
+
+
+def test_gates_in_threads_share_one_whole_kit(monkeypatch):
+    """`envgen validate --workers N` runs gates in threads: each must see the kit's submodules (a racy load gave
+    "module 'envgen_kit' has no attribute 'procedure'" on 104 of 114 imported tau2 tasks)."""
+    import concurrent.futures as cf
+
+    from envgen.build import gate, sdk
+
+    kit_path = gate.bundled("verifiers") / "envgen_verifiers" / "__init__.py"
+    monkeypatch.delitem(sdk._MODULES, kit_path.resolve(), raising=False)  # a fresh load, as in a new process
+    with cf.ThreadPoolExecutor(8) as ex:
+        kits = list(ex.map(lambda _: gate._kit(), range(8)))
+    assert len({id(k) for k in kits}) == 1
+    assert all(callable(k.procedure.describes) and callable(k.dialogue.asks_agreement) for k in kits)
