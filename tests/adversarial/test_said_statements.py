@@ -209,3 +209,19 @@ def test_the_gate_probes_numeric_strings_and_lists_and_their_probes_score_zero()
     probes = [p for _, _, p in made if not isinstance(p, str)]
     for p in probes + [gate.said_mutation(task)]:
         assert said(facts, p.answer)["reward"] == 0.0, p.answer
+
+
+def test_two_facts_told_in_the_same_words_are_two_facts_not_one_restated():
+    """tau2's communicate_info told one by one in one frame (as `envgen import tau2`'s reference does): the
+    second sentence tells the other fact, it does not correct the first."""
+    facts = [{"expected": "cotton", "name": "information 1"}, {"expected": 481.5, "name": "information 2"}]
+    assert said(facts, "Here is what you asked about: cotton.", "Here is what you asked about: 481.50.")["reward"] == 1.0
+    # a value that is no other fact's still corrects it
+    assert said(facts[:1], "Here is what you asked about: cotton.", "Here is what you asked about: wool.",
+                "Here is what you asked about: 481.50.")["reward"] == 0.0
+
+
+def test_an_amount_whose_digits_start_like_a_year_is_an_amount():
+    assert said([1939.05], "Here is what you asked about: 1939.05.")["reward"] == 1.0
+    assert said([1939.05], "The total refund is $1,939.05.")["reward"] == 1.0
+    assert said([54.2], "Your refund of $54.20 was issued in 2024.")["reward"] == 1.0  # a year beside it: no rival

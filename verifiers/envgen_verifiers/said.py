@@ -104,8 +104,8 @@ _CLAUSE_END = re.compile(r"[,;:()\[\]\n\u2013\u2014]|\s-\s|\b(?:but|because|sinc
 _DATE_TIME = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}[/.]\d{1,2}[/.]\d{2,4}\b|\b\d{1,2}:\d{2}(?::\d{2})?\b|"
                         r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?"
                         r"(?:,?\s+\d{4})?\b|\b\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|"
-                        r"sep|sept|oct|nov|dec)[a-z]*\.?(?:,?\s+\d{4})?\b|\b(?:19|20)\d{2}\b", re.I)
-"""Numbers inside a date or a time: no amount, count or rival."""
+                        r"sep|sept|oct|nov|dec)[a-z]*\.?(?:,?\s+\d{4})?\b|(?<![\d,.])\b(?:19|20)\d{2}\b(?![.,]\d)", re.I)
+"""Numbers inside a date or a time: no amount, count or rival (a year alone, but not the 1939 of "1939.05")."""
 _ID_BEFORE = re.compile(r"(?:#|\b(?:no|nr|number|order|id|ticket|item|tracking|account|zip|postal|code|phone|suite|"
                         r"apt|room|flight|ref|reference|invoice|step|line|version|ending|ends\s+in|last\s+four|digits|"
                         r"card|sku|variant|product|reservation|confirmation|customer|user|page)\.?\s*[:#]?\s*)$", re.I)
@@ -569,7 +569,7 @@ def _read(fact: dict, said: list[tuple[object, str]]) -> tuple[list[_Event], lis
     if frames:  # a name said again in the same words with another value in its place: another answer
         for (m_i, u_i), canon, states in seen:
             said_instead = "" if states else _restated(frames, canon)
-            if said_instead:
+            if said_instead and not _a_peer(fact, said_instead):
                 rivals.append(((m_i, u_i, 0), _Mention((0, 0), False, said_instead, "restated"), canon, set(),
                                _marks(canon)))
     return events, [(w, x, c, f, mk, frame) for w, x, c, f, mk in rivals], classes
@@ -592,6 +592,19 @@ def _blanked(canon: str, spans: list[tuple[int, int]]) -> str:
     for a, b in sorted(spans, reverse=True):
         t = t[:a] + f" {_BLANK} " + t[b:]
     return _words_of(t)
+
+
+def _a_peer(fact: dict, phrase: str) -> bool:
+    """Whether ``phrase`` (as words) is the value of another fact the agent is to tell: "Here is what you asked
+    about: cotton." then "...: 481.50." tells two facts, not one fact twice."""
+    numbers = [v for m in _answer._NUMBER.finditer(phrase.replace(" ", ".")) for v in _answer._readings(m)]
+    for peer in fact.get("peers") or []:
+        if _words_of(str(peer)) == phrase:
+            return True
+        value = _as_number(peer)
+        if value is not None and any(_answer._close(n, value, 1e-6, 1e-9) for n in numbers):
+            return True
+    return False
 
 
 def _restated(frames: set[str], canon: str) -> str:
