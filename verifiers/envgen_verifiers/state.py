@@ -569,8 +569,9 @@ def whole_db(spec: dict, *, work_dir: str, env_dir: str | None, enforce: bool = 
             "differences": diffs}
 
 
-def _against_reference(out: dict, spec: dict, rel: str, end: str, env_dir: str, reference: dict | None) -> dict:
-    """The replay mode of ``whole_db``: the end database against the reference's end database."""
+def _against_reference(out: dict, spec: dict, rel: str, end: str, env_dir: str, reference: dict | None,
+                       json_state: bool = False) -> dict:
+    """The replay mode of ``whole_db`` and ``whole_json``: the end state against the reference's end state."""
     out["mode"] = "replay"
     calls = (reference or {}).get("calls")
     if not isinstance(calls, list):
@@ -579,19 +580,24 @@ def _against_reference(out: dict, spec: dict, rel: str, end: str, env_dir: str, 
         work, failed = replay_reference(env_dir, calls)
     except StateError as e:
         return {**out, "ok": False, "error": str(e)}
+    diff = json_changeset if json_state else changeset
     try:
-        gap = changeset(_under(work, rel, "replay dir"), end, spec.get("ignore"))
+        gap = diff(_under(work, rel, "replay dir"), end, spec.get("ignore"))
     except StateError as e:
         return {**out, "ok": False, "error": f"after the reference replay: {e}"}
     finally:
         shutil.rmtree(os.path.dirname(work), ignore_errors=True)
     if failed:
         out["reference_failures"] = failed
-    if not gap["schema"] and not gap["tables"]:
+    if json_state:
+        same, diffs, gist, what = not gap["json"], json_differences({"json": []}, gap), _json_summary(gap), "state"
+    else:
+        same, gist, what = not gap["schema"] and not gap["tables"], summary(gap), "database"
+        diffs = differences({"schema": [], "tables": {}}, gap)
+    if same:
         return {**out, "ok": True}
-    diffs = differences({"schema": [], "tables": {}}, gap)
-    return {**out, "ok": False, "gap": summary(gap), "differences": diffs,
-            "reason": "the end database differs from the reference's end state (before: the reference's, after: "
+    return {**out, "ok": False, "gap": gist, "differences": diffs,
+            "reason": f"the end {what} differs from the reference's end state (before: the reference's, after: "
                       "the episode's): " + "; ".join(diffs[:1])}
 
 
@@ -698,28 +704,7 @@ def whole_json(spec: dict, *, work_dir: str, env_dir: str | None, reference: dic
     out.update(digest=d, summary=_json_summary(actual),
                actual=actual if inline else {"digest": d, "summary": _json_summary(actual)})
     if spec.get("replay"):
-        out["mode"] = "replay"
-        calls = (reference or {}).get("calls")
-        if not isinstance(calls, list):
-            return {**out, "ok": False, "error": "replay mode needs the task's reference, and the request has none"}
-        try:
-            work, failed = replay_reference(env_dir, calls)
-        except StateError as e:
-            return {**out, "ok": False, "error": str(e)}
-        try:
-            gap = json_changeset(_under(work, rel, "replay dir"), end, spec.get("ignore"))
-        except StateError as e:
-            return {**out, "ok": False, "error": f"after the reference replay: {e}"}
-        finally:
-            shutil.rmtree(os.path.dirname(work), ignore_errors=True)
-        if failed:
-            out["reference_failures"] = failed
-        if not gap["json"]:
-            return {**out, "ok": True}
-        diffs = json_differences({"json": []}, gap)
-        return {**out, "ok": False, "gap": _json_summary(gap), "differences": diffs,
-                "reason": "the end state differs from the reference's end state (before: the reference's, after: "
-                          "the episode's): " + "; ".join(diffs[:1])}
+        return _against_reference(out, spec, rel, end, env_dir, reference, json_state=True)
     expected = spec.get("expected")
     if not isinstance(expected, dict) or not isinstance(expected.get("json"), list):
         return {**out, "ok": False, "error": "no expected change set was recorded for this task; refusing to pass by "
