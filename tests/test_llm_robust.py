@@ -96,6 +96,9 @@ class _Pipe(LLMPipeline):
         super().__init__(llm=llm, store_url=f"sqlite:///{tmp / 's.db'}", run_id="robust/run", roles=("adder",),
                          agents_dir=agents, work=tmp / "work", progress=None, retry_failed=retry_failed)
 
+    def scrub(self, text: str) -> str:  # as the general family stores errors: the run's scratch dir hidden
+        return text.replace(str(self.work.resolve()), "<work>")
+
     def one(self, key: str) -> None:
         got: list[int] = []
 
@@ -174,6 +177,7 @@ def test_retry_failed_asks_the_model_afresh_where_a_plain_rerun_replays_the_fail
         out = _Pipe(tmp_path, cfg(fake), retry_failed=True).run()
         assert len(fake.log) == 2 and out["usage"]["calls"] == 2  # s1 asked afresh, s2 new
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    assert store.errors("robust/run")[0].message.startswith("the adder never submitted; see <work>/transcripts/")
     assert [s.status for s in store.stages("robust/run")] == ["done", "done"]
     assert store.llm_spend("robust/run")["calls"] == 3  # the forgotten call is still paid for
 
@@ -280,3 +284,46 @@ def test_calls_in_one_message_are_bounded(fake):
     results = tool_results(fake.log[1].body)
     assert results[:2] == ["1", "2"] and len(results) == 5
     assert all(r.startswith("Error (too_many_calls): not run: at most 2 tool calls") for r in results[2:])
+
+
+def test_a_failed_interpreter_build_is_marked_failed_and_prints_its_usage(tmp_path, monkeypatch, capsys):
+    import sys
+
+    from envgen.cli import main
+
+    models = tmp_path / "models.yaml"
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    monkeypatch.setenv("ENVGEN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "200")
+    with FakeLLM(lambda body: Reply(content="I would rather not write a problem.")) as fake:
+        models.write_text(f"models: [{{name: m, base_url: '{fake.url}', model: fake-model, api_key: k, "
+                          "max_retries: 0}]\n")
+        monkeypatch.setattr(sys, "argv", ["envgen", "build", "interpreter", "--category", "number theory", "--tasks",
+                                          "1", "--llm-config", str(models), "--store", store, "--out",
+                                          str(tmp_path / "pack"), "--workers", "1"])
+        with pytest.raises(SystemExit) as ended:
+            main()
+        calls = len(fake.log)
+    err = capsys.readouterr().err
+    assert ended.value.code == 1 and calls >= 1
+    assert "LLM usage before the build stopped" in err and "transcripts: " in err
+    assert err.strip().splitlines()[-1].startswith("build error: no problem was accepted")
+    with Store(store).session() as s:
+        from envgen.store import Run
+
+        run = s.get(Run, "interpreter/number-theory/seed0")
+        assert run.status == "failed" and run.report["llm"]["calls"] == calls
+
+
+def test_the_openai_policy_reads_tool_calls_written_as_text(fake, tiny_pack, caplog):
+    from envgen.episodes.gym import PackEnv
+    from envgen.policies.builtin import rollout
+
+    fake.script(Reply(content='<function=put>{"key": "k0", "value": "value-0"}</function>'), Reply(content="done"))
+    env = PackEnv(tiny_pack, max_turns=3)
+    try:
+        t = rollout(env, make_policy(f"openai:fake-model?base_url={fake.url}"), task_id="tiny-0")
+    finally:
+        env.close()
+    assert t.tool_calls == 1 and t.invalid_actions == 0
+    assert "--enable-auto-tool-choice" in caplog.text
