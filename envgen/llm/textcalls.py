@@ -53,9 +53,7 @@ def _xml_params(body: str) -> dict[str, Any]:
     """``<parameter=K>value</parameter>`` pairs: values that read as JSON (numbers, lists) are JSON, else text."""
     out: dict[str, Any] = {}
     for m in _PARAMETER.finditer(body):
-        value = m.group(2)
-        value = value[1:] if value.startswith("\n") else value
-        value = value[:-1] if value.endswith("\n") else value
+        value = m.group(2).removeprefix("\n").removesuffix("\n")
         try:
             out[m.group(1)] = json.loads(value)
         except ValueError:
