@@ -221,7 +221,24 @@ def _print_build(summary: dict[str, Any]) -> None:
             out.print(f"pack: {Path(summary['out']) / p}", markup=False, highlight=False)
     llm = summary["details"].get("llm")
     if llm:
-        out.print(f"LLM spend: {json.dumps(llm.get('spent', llm), default=str)}", markup=False, highlight=False)
+        out.print(_usage_table(llm))
+
+
+def _usage_table(llm: dict[str, Any], title: str = "LLM usage") -> Table:
+    """The model usage of a build: this session's calls (paid and replayed) and, where the store gives it, what
+    the run has spent over all its sessions. Calls whose endpoint sent no usage make the tokens and cost
+    lower bounds, and the table says so instead of showing them as exact."""
+    rows = []
+    for label, u in (("this session", llm.get("session")), ("whole run", llm.get("spent"))):
+        if not u:
+            continue
+        unknown = int(u.get("unknown") or 0)
+        mark = "+ unknown" if unknown else ""
+        rows.append([label, u.get("calls", 0), u.get("cached_calls", "-"), f"{u.get('prompt_tokens', 0)} {mark}".strip(),
+                     f"{u.get('completion_tokens', 0)} {mark}".strip(), f"${float(u.get('cost', 0)):.4f} {mark}".strip(),
+                     u.get("errors", "-"), unknown or "-"])
+    return _table(title, ["", "paid calls", "replayed", "prompt tokens", "completion tokens", "cost", "errors",
+                          "calls without usage"], rows)
 
 
 @app.command()
@@ -792,6 +809,10 @@ def main() -> None:
     except EnvgenError as e:
         if _state["debug"]:
             raise
+        if e.llm_usage and e.llm_usage.get("session"):  # what the failed build spent, before the one error line
+            err.print(_usage_table(e.llm_usage, "LLM usage before the build stopped"))
+            if e.llm_usage.get("transcripts"):
+                err.print(f"transcripts: {e.llm_usage['transcripts']}", markup=False, highlight=False, soft_wrap=True)
         # one line: the category ("error" for input, "service error", "sandbox error", ...) and the message
         err.print(f"{e.category}: {e}".replace("\n", " "), markup=False, highlight=False, soft_wrap=True)
         sys.exit(e.exit_code)

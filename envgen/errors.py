@@ -11,7 +11,8 @@
     │       └── SearchSynthesisError
     ├── ServiceError            an external service failed or is unreachable; retrying later may help
     │   ├── LLMError            a chat endpoint refused the request
-    │   │   └── LLMUnavailable  the endpoint kept failing until the retry budget ran out
+    │   │   ├── LLMUnavailable  the endpoint kept failing until the retry budget ran out
+    │   │   └── ContextTooLong  the request does not fit the model's context window
     │   ├── GitHubError         the GitHub REST API
     │   ├── HubError            the Hugging Face Hub
     │   └── SearchUnavailable   a search backend
@@ -29,6 +30,8 @@ class EnvgenError(Exception):
 
     category = "error"
     exit_code = 1
+    llm_usage: dict | None = None
+    """What a failed LLM build spent before it stopped (``session`` usage, ``transcripts``), for the CLI's table."""
 
 
 class InputError(EnvgenError):
@@ -99,6 +102,12 @@ class LLMError(ServiceError):
 
 class LLMUnavailable(LLMError):
     """The endpoint kept failing (429/5xx/timeouts/connection) until the retry budget ran out."""
+
+
+class ContextTooLong(LLMError):
+    """The endpoint refused the request because it does not fit the model's context window (a 400 saying so).
+
+    An agent trims old tool results and retries once (``envgen.llm.agent``); elsewhere it is an LLMError."""
 
 
 class GitHubError(ServiceError):

@@ -54,10 +54,12 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     case,
+    cast,
     create_engine,
     delete,
     event,
     func,
+    literal,
     make_url,
     or_,
     select,
@@ -702,6 +704,15 @@ class Store:
         ).on_conflict_do_nothing(index_elements=[LLMCall.key]).returning(LLMCall.id)
         # RETURNING, not rowcount: with an implicit RETURNING of the new id, rowcount is not reliable
         return self.write(lambda s: s.execute(ins).first() is not None, "recording an LLM call")
+
+    def forget_llm_calls(self, run_id: str, agent_prefix: str) -> int:
+        """Stop replaying the cached calls of the run's agents whose name starts with ``agent_prefix`` (a stage's
+        ``"STAGE/"``), so the same requests go to the model again; how many. The rows stay (their spend still
+        counts in ``llm_spend``) under a key no request hashes to."""
+        stmt = (update(LLMCall).where(LLMCall.run_id == run_id, LLMCall.agent.startswith(agent_prefix, autoescape=True),
+                                      LLMCall.key.startswith("sha256:"))
+                .values(key=literal("forgotten:") + cast(LLMCall.id, String)))
+        return self.write(lambda s: s.execute(stmt).rowcount or 0, "forgetting cached LLM calls")
 
     def llm_spend(self, run_id: str) -> dict[str, Any]:
         """Paid calls of a run over all its sessions: calls, tokens, cost."""

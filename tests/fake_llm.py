@@ -32,6 +32,8 @@ class Reply:
     reasoning: str | None = None
     calls: list[tuple[str, Any]] = field(default_factory=list)
     finish_reason: str | None = None
+    usage: bool = True
+    """False: the completion has no ``usage`` (some servers leave it out)."""
 
 
 @dataclass
@@ -47,6 +49,8 @@ class Raw:
 
     body: bytes
     status: int = 200
+    content_type: str = "application/json"
+    """e.g. ``text/html`` for a proxy's error page."""
 
 
 @dataclass
@@ -99,11 +103,12 @@ class FakeLLM:
                 body = json.loads(raw)
                 fake._handle(self, body)
 
-            def _send(self, status: int, obj: dict | bytes, headers: dict | None = None) -> bool:
+            def _send(self, status: int, obj: dict | bytes, headers: dict | None = None,
+                      content_type: str = "application/json") -> bool:
                 data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
                 try:
                     self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", content_type)
                     self.send_header("Content-Length", str(len(data)))
                     for k, v in (headers or {}).items():
                         self.send_header(k, v)
@@ -179,7 +184,7 @@ class FakeLLM:
             return
         if isinstance(turn, Raw):
             rec.status = turn.status
-            rec.answered = handler._send(turn.status, turn.body)
+            rec.answered = handler._send(turn.status, turn.body, content_type=turn.content_type)
             return
         rec.status = 200
         rec.answered = handler._send(200, self._completion(body, rec.key, turn))
@@ -200,9 +205,12 @@ class FakeLLM:
         reasoning = len(turn.reasoning or "") // 4
         prompt = len(json.dumps(body.get("messages", []))) // 4 + 1
         completion = out_chars // 4 + 1 + reasoning
-        return {"id": f"chatcmpl-{key[:12]}", "object": "chat.completion", "created": 0, "model": body.get("model"),
+        out = {"id": f"chatcmpl-{key[:12]}", "object": "chat.completion", "created": 0, "model": body.get("model"),
                 "choices": [{"index": 0, "finish_reason": turn.finish_reason or ("tool_calls" if calls else "stop"),
                              "message": msg}],
                 "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                           "total_tokens": prompt + completion,
                           "completion_tokens_details": {"reasoning_tokens": reasoning}}}
+        if not turn.usage:
+            del out["usage"]
+        return out

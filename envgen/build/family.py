@@ -86,6 +86,16 @@ class LLMOptions(BaseModel):
         return bool(self.llm_model or self.llm_config)
 
 
+class StagedLLMOptions(LLMOptions):
+    """Options of families whose LLM path is an ``envgen.build.pipeline.LLMPipeline`` (resumable stages)."""
+
+    retry_failed: bool = Field(False, description="Ask the model afresh in the stages that failed in the last run "
+                                                  "of this build: their cached model calls are forgotten. Without "
+                                                  "it a rerun resumes by replaying every paid call, so a failure the "
+                                                  "model caused (no submission, a loop) repeats; with a greedy "
+                                                  "model (temperature 0) also change the model.")
+
+
 @dataclass(frozen=True)
 class OptionDoc:
     """One option as the CLI and ``envgen families --json`` show it."""

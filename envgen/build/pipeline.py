@@ -5,7 +5,10 @@
 directory. It builds agents with their transcript file and request salt (the salt makes a rerun's
 requests identical, so paid calls replay from the store), records finished agents, and runs named
 stages resumably: a stage done in the store is skipped, a failed one is marked and the run stops with
-an error telling the user to rerun the same command.
+an error telling the user to rerun the same command (or, where the model caused the failure, to rerun with
+``--retry-failed``: the failed stages' cached calls are then forgotten and asked afresh). ``run()`` wraps a
+family's ``execute()``: however it ends (an error, a bug, Ctrl-C), the run is never left "running" in the store,
+and an error carries the session's LLM usage (``EnvgenError.llm_usage``) for the CLI's usage table.
 
 Families run their independent stages (a search entity, an interpreter problem) through ``run_stages``: on
 worker threads here, or, after ``on_ray``, as Ray tasks (``envgen.build.distributed``): each task rebuilds
@@ -18,6 +21,7 @@ it runs. The client cache and the usage total are locked (worker threads share t
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -33,6 +37,7 @@ from ..store import Store
 from .distributed import LEASE_S, Units, run_unit
 
 Progress = Callable[[int], Any]
+log = logging.getLogger("envgen.build")
 
 
 class LLMPipeline:
@@ -40,7 +45,7 @@ class LLMPipeline:
 
     def __init__(self, *, llm: LLMConfig | list[LLMConfig] | LLMPool, store_url: str | None, run_id: str,
                  roles: tuple[str, ...], agents_dir: Path | None, work: Path, progress: Progress | None,
-                 salt: str | None = None):
+                 salt: str | None = None, retry_failed: bool = False):
         """Open the store and load the roles' specs (errors in either surface before any model call).
 
         Args:
@@ -54,6 +59,9 @@ class LLMPipeline:
             progress: called with 1 per finished or skipped stage
             salt: prefix of every request's salt (default ``run_id``); a family whose run id holds
                 settings that must not change the requests (and so the replayed answers) passes its own
+            retry_failed: forget the cached calls of stages an earlier run marked failed before running them
+                again (``--retry-failed``): a failure the model caused (it never submitted, it looped) would
+                otherwise replay identically, while a plain rerun keeps replaying (right after an outage)
         """
         self.pool = LLMPool.of(llm)
         self.store = Store(store_url)
@@ -72,6 +80,31 @@ class LLMPipeline:
         self._clients_lock = threading.Lock()
         self._usage_lock = threading.Lock()
         self._ray: tuple[Callable[..., LLMPipeline], dict[str, Any], str | None, float] | None = None
+        self.retry_failed = retry_failed
+        self.forgotten = 0
+        """Cached calls this process forgot for ``retry_failed``."""
+
+    # -- the run
+
+    def run(self) -> Any:
+        """The family's ``execute()`` (its whole build), recording how it ended whatever happens: the run is
+        marked failed in the store on any error, bug or Ctrl-C (a finished run marks itself done), and an
+        EnvgenError gets the session's LLM usage as ``llm_usage`` so a failed build still shows what it spent."""
+        try:
+            return self.execute()
+        except BaseException as e:
+            try:
+                self.store.finish_run(self.run_id, "failed", {"error": self.scrub(f"{type(e).__name__}: {e}")[:2000],
+                                                              "llm": self.usage.to_dict()})
+            except Exception:  # the store itself is what failed: the original error is the one to report
+                pass
+            if isinstance(e, EnvgenError) and e.llm_usage is None:
+                e.llm_usage = {"session": self.usage.to_dict(), "transcripts": str(self.transcripts)}
+            raise
+
+    def execute(self) -> Any:
+        """The family's build: open the run, run the stages, assemble the pack, mark the run done."""
+        raise NotImplementedError
 
     def on_ray(self, recipe: Callable[..., LLMPipeline], kwargs: dict[str, Any], *, address: str | None = None,
                lease_s: float = LEASE_S) -> None:
@@ -115,6 +148,7 @@ class LLMPipeline:
         system = spec.instructions + (f"\n\n{note}" if note else "")
         return Agent(self.client(cfg), tools, system=system, name=f"{stage}/{role}{suffix}",
                      max_turns=max_turns or spec.budgets.max_turns, max_tokens=spec.budgets.max_tokens,
+                     max_calls_per_message=spec.budgets.max_calls_per_message,
                      salt=f"{self.salt}|{stage}|{role}{suffix}", transcript=TranscriptFile(path))
 
     def add_usage(self, usage: Usage) -> None:
@@ -156,6 +190,12 @@ class LLMPipeline:
         st = self.store.stage(self.run_id, key)
         if st is not None and st.status == "done":
             return False
+        if st is not None and st.status == "failed" and self.retry_failed:
+            n = self.store.forget_llm_calls(self.run_id, f"{key}/")
+            self.forgotten += n
+            if n:
+                log.warning("stage %s failed before (%s): its %d cached LLM call(s) are asked afresh (--retry-failed)",
+                            key, (st.error or "")[:200], n)
         self.store.start_stage(self.run_id, key)
         self.store.clear_results(self.run_id, key)  # an interrupted attempt's checks are redone
         try:
@@ -164,8 +204,17 @@ class LLMPipeline:
             msg = self.scrub(str(e))
             self.store.fail_stage(self.run_id, key, msg)
             self.store.add_error(self.run_id, key, type(e).__name__, msg)
-            raise self.stop(error, f"{stopped}: {msg}", kept) from None
+            raise self.stop(error, f"{stopped}: {self.shown(msg)}", kept) from None
+        except BaseException as e:  # a bug or Ctrl-C: propagates as it is, the stage never left "running"
+            self.store.fail_stage(self.run_id, key, "interrupted" if isinstance(e, KeyboardInterrupt)
+                                  else self.scrub(f"{type(e).__name__}: {e}"))
+            raise
         return True
+
+    def shown(self, text: str) -> str:
+        """Scrubbed text as the user reads it: the transcripts' placeholder turned back into their real path."""
+        hidden = self.scrub(str(self.transcripts))
+        return text.replace(hidden, str(self.transcripts)) if hidden != str(self.transcripts) else text
 
     def run_stages(self, todo: Sequence[tuple[str, tuple]], body: Callable[..., Any], *, workers: int,
                    error: type[EnvgenError], stopped: str, kept: str, thread_name: str) -> None:
@@ -232,8 +281,9 @@ class LLMPipeline:
 
     def stop(self, error: type[EnvgenError], what: str, kept: str) -> EnvgenError:
         """Mark the run failed and return the ``error`` to raise, saying how to resume."""
-        self.store.finish_run(self.run_id, "failed")
-        return error(f"{what}. Rerun the same command to resume; {kept} are kept in {self.store.url}")
+        self.store.finish_run(self.run_id, "failed", {"error": what[:2000], "llm": self.usage.to_dict()})
+        return error(f"{what}. Rerun the same command to resume; {kept} are kept in {self.store.url} (add "
+                     f"--retry-failed to ask the model afresh where it caused the failure)")
 
 
 def run_stage_unit(recipe: Callable[..., LLMPipeline], kwargs: dict[str, Any], key: str, method: str, args: tuple,

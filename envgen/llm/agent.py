@@ -1,19 +1,37 @@
 """Tool-using agents: one conversation of one role with a set of tools until it answers, a tool ends it,
 or its turn budget runs out. Whatever the model writes (bad JSON arguments, unknown tools) becomes an
 error tool result for the model, never an exception.
+
+What real endpoints and small models do is handled here, each case said in the transcript: tool calls that
+arrive as text (the server's tool parser is off) are parsed and run (``envgen.llm.textcalls``); a reply cut at
+the token limit is never taken as the final answer (the model is told, a call cut mid-arguments is reported as
+cut); a request over the model's context window is retried once with old tool results trimmed; and the calls
+of one message are bounded (``max_calls_per_message``), the excess answered with an error result.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal
 
-from ..errors import EnvgenError, InputError
+from ..errors import ContextTooLong, EnvgenError, InputError
 from ..paths import bundled
-from .client import LLMClient, TranscriptFile, Usage, messages_for_request
+from .client import Completion, LLMClient, TranscriptFile, Usage, messages_for_request
+from .textcalls import parse_text_calls
+
+log = logging.getLogger("envgen.llm")
+
+TEXT_CALLS_NOTE = ("the endpoint returned tool calls as text in the message content (its tool-call parser is off: "
+                   "vLLM needs --enable-auto-tool-choice --tool-call-parser NAME, llama.cpp --jinja); envgen parsed "
+                   "them as {form} calls")
+TRIM_KEEP = 4
+"""Messages at the end of the history that trimming for the context window never shortens."""
+TRIM_CHARS = 200
+"""What a trimmed tool result keeps of its text."""
 
 
 # ----------------------------------------------------------------------------- tools
@@ -165,9 +183,10 @@ class Tools(Toolset):
 class AgentResult:
     """How one ``Agent.send`` ended."""
 
-    outcome: Literal["answered", "stopped", "turn_budget", "token_budget"]
+    outcome: Literal["answered", "stopped", "turn_budget", "token_budget", "truncated"]
     answer: str | None
-    """The final message (answered), the ending tool's output (stopped), else None."""
+    """The final message (answered), the ending tool's output (stopped), else None. ``truncated``: the model's
+    replies were cut at the token limit twice in a row (raise the config's max_tokens)."""
     turns: int
     tool_calls: int
     tool_errors: int
@@ -193,6 +212,9 @@ class Agent:
     name: str = "agent"
     max_turns: int = 30
     max_tokens: int | None = None
+    max_calls_per_message: int = 16
+    """Tool calls run from one assistant message; the rest are answered with an error result (a small model
+    can emit hundreds in one reply)."""
     salt: str = ""
     transcript: TranscriptFile = field(default_factory=lambda: TranscriptFile(None))
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -205,6 +227,12 @@ class Agent:
     tokens_seen: int = 0
     """Prompt + completion tokens of every reply, replayed ones included, so a resumed session stops where
     the original did (``usage`` counts only what was paid in this process)."""
+    text_calls: int = 0
+    """Replies whose tool calls came as text and were parsed here."""
+    cut_replies: int = 0
+    """Replies cut at the token limit (finish_reason ``length``)."""
+    trims: int = 0
+    """Times old tool results were trimmed to fit the model's context window."""
 
     def __post_init__(self) -> None:
         if self.system and not self.history:
@@ -218,35 +246,107 @@ class Agent:
         self.history.append({"role": "user", "content": text})
         self.transcript.write("user", content=text)
         start = (self.tool_calls, self.tool_errors, self.malformed, self.turns)
+        cut_in_row = False  # the last reply was cut at the token limit: a second cut one in a row ends the run
         while True:
             if self.turns >= self.max_turns:
                 return self._end("turn_budget", None, start)
             if self.max_tokens is not None and self.tokens_seen >= self.max_tokens:
                 return self._end("token_budget", None, start)
             self.turns += 1
-            done = self.llm.complete(messages_for_request(self.history), self._schemas or None, salt=self.salt,
-                                     transcript=self.transcript, usage=self.usage, agent=self.name)
+            done = self._complete()
             self.tokens_seen += int(done.usage.get("prompt_tokens", 0)) + int(done.usage.get("completion_tokens", 0))
-            msg = done.message
+            msg = self._read_text_calls(dict(done.message))
             self.history.append(msg)
             calls = msg.get("tool_calls") or []
+            cut = done.finish_reason == "length"
+            if cut:
+                self.cut_replies += 1
+                self.transcript.write("truncated", finish_reason="length", tool_calls=len(calls),
+                                      max_tokens=self.llm.config.max_tokens)
             if not calls:
-                return self._end("answered", msg.get("content") or "", start)
+                if not cut:
+                    return self._end("answered", msg.get("content") or "", start)
+                if cut_in_row:
+                    return self._end("truncated", None, start)
+                cut_in_row = True
+                limit = f" ({self.llm.config.max_tokens} tokens)" if self.llm.config.max_tokens else ""
+                nudge = (f"[envgen] Your last reply was cut off at the token limit{limit} before it ended, so it "
+                         "is not taken as your answer. Reply again, shorter: call a tool, or give the final answer "
+                         "in a few sentences.")
+                self.history.append({"role": "user", "content": nudge})
+                self.transcript.write("user", content=nudge, reason="truncated")
+                continue
+            cut_in_row = cut
             final: ToolOutput | None = None
             final_name = ""
-            for tc in calls:
-                if final is None:
-                    out = self._run_tool(tc)
-                else:  # the run already ended (a submission was taken): later calls of the message do not run
+            for n, tc in enumerate(calls):
+                if final is not None:  # the run already ended (a submission was taken): later calls do not run
                     out = error_output("skipped", f"not run: the run ended with {final_name}")
                     self.transcript.write("tool", id=tc.get("id"), name=tc["function"]["name"], skipped=True)
+                elif n >= self.max_calls_per_message:
+                    out = error_output("too_many_calls", f"not run: at most {self.max_calls_per_message} tool calls "
+                                       "run per message; send the others in your next message")
+                    self.transcript.write("tool", id=tc.get("id"), name=tc["function"]["name"], skipped=True,
+                                          reason="too_many_calls")
+                else:
+                    out = self._run_tool(tc, cut=cut)
                 self.history.append({"role": "tool", "tool_call_id": tc["id"], "content": out.content})
                 if out.final and final is None:
                     final, final_name = out, tc["function"]["name"]
             if final is not None:
                 return self._end("stopped", final.content, start, final.data)
 
-    def _run_tool(self, tc: dict[str, Any]) -> ToolOutput:
+    def _complete(self) -> Completion:
+        """One reply; a request over the model's context window is retried once with old tool results trimmed."""
+        try:
+            return self.llm.complete(messages_for_request(self.history), self._schemas or None, salt=self.salt,
+                                     transcript=self.transcript, usage=self.usage, agent=self.name)
+        except ContextTooLong as e:
+            trimmed = self._trim()
+            if not trimmed:
+                raise
+            self.trims += 1
+            note = (f"{self.name}: the request did not fit the model's context window ({e}); trimmed {trimmed} old "
+                    f"tool result(s) to {TRIM_CHARS} characters and retried once")
+            log.warning(note)
+            self.transcript.write("trimmed", results=trimmed, keep_last=TRIM_KEEP, note=note)
+            try:
+                return self.llm.complete(messages_for_request(self.history), self._schemas or None, salt=self.salt,
+                                         transcript=self.transcript, usage=self.usage, agent=self.name)
+            except ContextTooLong as again:
+                raise ContextTooLong(f"{again}; still too long after trimming {trimmed} old tool result(s): use a "
+                                     "model with a longer context window, or lower the role's budgets") from None
+
+    def _trim(self) -> int:
+        """Shorten the tool results before the last ``TRIM_KEEP`` messages (the system prompt, the task and every
+        call stay, so the conversation keeps its shape); how many were shortened."""
+        n = 0
+        for msg in self.history[:max(0, len(self.history) - TRIM_KEEP)]:
+            text = msg.get("content")
+            if msg.get("role") == "tool" and isinstance(text, str) and len(text) > TRIM_CHARS + 80:
+                msg["content"] = (f"{text[:TRIM_CHARS]}\n[envgen trimmed this tool result: {len(text) - TRIM_CHARS} "
+                                  "more characters, to fit the model's context window]")
+                n += 1
+        return n
+
+    def _read_text_calls(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """A reply whose tool calls came as text in its content, with them moved into ``tool_calls``."""
+        if msg.get("tool_calls") or not self._schemas:
+            return msg
+        parsed = parse_text_calls(msg.get("content") or "")
+        if parsed is None:
+            return msg
+        content, calls, form = parsed
+        self.text_calls += 1
+        note = TEXT_CALLS_NOTE.format(form=form)
+        if self.text_calls == 1:
+            log.warning("%s (%s): %s", self.name, self.llm.config.describe(), note)
+        self.transcript.write("text_tool_calls", form=form, calls=len(calls), note=note)
+        for i, tc in enumerate(calls):  # ids unique over the conversation (some servers check)
+            tc["id"] = f"text_call_{self.turns}_{i}"
+        return {**msg, "content": content, "tool_calls": calls}
+
+    def _run_tool(self, tc: dict[str, Any], cut: bool = False) -> ToolOutput:
         name = tc["function"]["name"]
         raw = tc["function"]["arguments"]
         self.tool_calls += 1
@@ -259,8 +359,13 @@ class Agent:
             try:
                 args = json.loads(raw) if raw.strip() else {}
             except json.JSONDecodeError as e:
-                out = error_output("bad_arguments", f"the arguments of {name} are not valid JSON ({e.msg} at "
-                                   f"column {e.colno}); send one JSON object with the parameters")
+                if cut:
+                    out = error_output("cut_off", f"the arguments of {name} were cut off: your reply hit the token "
+                                       f"limit in the middle of this call ({len(raw)} characters sent). Send a "
+                                       "shorter call, e.g. write long content in several steps")
+                else:
+                    out = error_output("bad_arguments", f"the arguments of {name} are not valid JSON ({e.msg} at "
+                                       f"column {e.colno}); send one JSON object with the parameters")
                 self.malformed += 1
             else:
                 if not isinstance(args, dict):

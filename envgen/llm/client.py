@@ -16,8 +16,10 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import json
+import logging
 import os
 import random
+import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,7 +27,9 @@ from typing import Any, Callable, Iterable, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from ..errors import InputError, LLMError, LLMUnavailable
+from ..errors import ContextTooLong, InputError, LLMError, LLMUnavailable
+
+log = logging.getLogger("envgen.llm")
 
 # ----------------------------------------------------------------------------- configs
 
@@ -227,6 +231,9 @@ class Usage:
     cost: float = 0.0
     retries: int = 0
     errors: int = 0
+    unknown: int = 0
+    """Paid responses that carried no ``usage`` (some servers leave it out): their tokens and cost count 0, so
+    the totals are lower bounds while this is above 0."""
 
     def add(self, other: Usage) -> Usage:
         for k, v in asdict(other).items():
@@ -376,6 +383,24 @@ def _assistant_message(msg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def response_data(resp: Any) -> tuple[dict[str, Any] | None, str]:
+    """``(completion as a dict, "")`` for what ``chat.completions.create`` returned, or ``(None, why)`` when it is
+    not a usable completion.
+
+    The openai client hands back the body as a *string* when a 200 response is not JSON (a proxy's or a load
+    balancer's HTML error page): that, and a completion without choices, is a bad response to retry, never an
+    AttributeError. The ``openai:`` policy and the simulated user read completions through this too.
+    """
+    if not hasattr(resp, "model_dump"):
+        text = " ".join(str(resp).split())
+        return None, (f"HTTP 200 with a body that is not a chat completion (not JSON: {text[:120]!r}); a proxy's "
+                      "error page? check the base URL")
+    data = resp.model_dump(mode="json")
+    if not data.get("choices") or data["choices"][0].get("message") is None:
+        return None, "the response had no choices"
+    return data, ""
+
+
 class LLMClient:
     """Chat completions for one config, with retries, accounting, caching and transcripts."""
 
@@ -388,6 +413,7 @@ class LLMClient:
         self.run_id = run_id
         self._sleep = sleep
         self._rng = rng or random.Random()
+        self._warned_usage = False
         self._client = OpenAI(base_url=config.base_url, api_key=config.key(), max_retries=0, timeout=config.timeout)
 
     def body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict[str, Any]:
@@ -439,9 +465,9 @@ class LLMClient:
             try:
                 kwargs = {k: v for k, v in body.items() if k != "extra_body"}
                 resp = self._client.chat.completions.create(**kwargs, extra_body=body.get("extra_body"))
-                data = resp.model_dump(mode="json")
-                if not data.get("choices") or data["choices"][0].get("message") is None:
-                    raise _EmptyReply()
+                data, why = response_data(resp)
+                if data is None:
+                    raise _BadReply(why)
             except openai.APITimeoutError:
                 kind, last = "timeout", f"no response within {cfg.timeout:g} s"
             except openai.APIConnectionError as e:
@@ -450,12 +476,15 @@ class LLMClient:
                 code = e.status_code
                 kind, last = f"http_{code}", f"HTTP {code}: {_error_text(e)}"
                 if code < 500 and code not in RETRYABLE_STATUS:
+                    too_long = code in (400, 413) and _CONTEXT_TOO_LONG.search(last) is not None
+                    kind = "context_length" if too_long else kind
                     transcript.write("error", key=key, attempt=attempt + 1, kind=kind, error=last, retry=False)
                     usage.errors += 1
-                    raise LLMError(f"{cfg.describe()}: {last}{_hint(code, cfg)}") from None
+                    raise (ContextTooLong if too_long else LLMError)(f"{cfg.describe()}: {last}{_hint(code, cfg)}") \
+                        from None
                 retry_after = _retry_after(e.response.headers)
-            except _EmptyReply:
-                kind, last = "empty_reply", "the response had no choices"
+            except _BadReply as e:
+                kind, last = ("empty_reply" if "no choices" in str(e) else "bad_response"), str(e)
             except openai.APIError as e:  # e.g. a body that does not fit the schema
                 kind, last = "bad_response", str(e)
             except ValueError as e:  # a 200 whose body is not JSON (a proxy's error page, a cut-off stream)
@@ -489,12 +518,22 @@ class LLMClient:
         choice = data["choices"][0]
         message = _assistant_message(choice["message"])
         u = data.get("usage") or {}
+        if not u.get("prompt_tokens") and not u.get("completion_tokens"):
+            usage.unknown += 1
+            if not self._warned_usage:
+                self._warned_usage = True
+                note = (f"{cfg.describe()}: the endpoint sends no token usage; tokens and cost of its calls are "
+                        "counted as unknown (0)")
+                log.warning(note)
+                transcript.write("warning", key=key, warning=note)
         details = u.get("completion_tokens_details") or {}
         pdetails = u.get("prompt_tokens_details") or {}
         cached_in = int(pdetails.get("cached_tokens") or u.get("prompt_cache_hit_tokens") or 0)
         tokens = {"prompt_tokens": int(u.get("prompt_tokens") or 0),
                   "completion_tokens": int(u.get("completion_tokens") or 0),
                   "reasoning_tokens": int(details.get("reasoning_tokens") or 0), "cached_tokens": cached_in}
+        if not u.get("prompt_tokens") and not u.get("completion_tokens"):
+            tokens["unknown"] = 1
         cost = cfg.cost(tokens["prompt_tokens"], tokens["completion_tokens"], cached_in)
         usage.calls += 1
         usage.prompt_tokens += tokens["prompt_tokens"]
@@ -511,8 +550,8 @@ class LLMClient:
         return Completion(message, finish, tokens, cost, latency, attempts, False, key, cfg.name)
 
 
-class _EmptyReply(Exception):
-    pass
+class _BadReply(Exception):
+    """A 200 response that is not a usable completion (retried like a 5xx)."""
 
 
 def _error_text(e: Any) -> str:
@@ -523,6 +562,12 @@ def _error_text(e: Any) -> str:
             return str(err["message"])[:300]
         return json.dumps(body)[:300]
     return str(getattr(e, "message", e))[:300]
+
+
+_CONTEXT_TOO_LONG = re.compile(
+    r"context[ _-]?(length|window)|maximum context|context_length_exceeded|too many tokens|prompt is too long|"
+    r"input is too long|exceeds? the (model'?s )?(maximum|max)|longer than the model", re.I)
+"""How vLLM, SGLang, llama.cpp, OpenAI and Anthropic-compatible servers word a request over the context window."""
 
 
 def _hint(code: int, cfg: LLMConfig) -> str:

@@ -38,6 +38,8 @@ class Budgets(BaseModel):
     """Submissions (or feedback rounds) before the stage gives up; repairs are attempts after the first."""
     max_tokens: int | None = Field(None, ge=1)
     """Prompt + completion tokens per session (None: no limit beyond max_turns)."""
+    max_calls_per_message: int = Field(16, ge=1)
+    """Tool calls run from one assistant message; the others get an error result asking to send them later."""
     tool_timeout_s: float = Field(120.0, gt=0)
     """Wall-clock limit of one sandbox tool call (bash and friends)."""
 

@@ -7,6 +7,7 @@ envs at once (a vector env hands each sub-env's info slice to it).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -15,12 +16,16 @@ from typing import Any
 
 from ..episodes.actions import RENDER_FORMATS, render_action
 from ..episodes.episode import reference_plan
-from ..llm.client import messages_for_request
-from ..errors import InputError, LLMError
+from ..llm.agent import TEXT_CALLS_NOTE
+from ..llm.client import messages_for_request, response_data
+from ..llm.textcalls import parse_text_calls
+from ..errors import InputError, LLMError, LLMUnavailable
 from ..episodes.gym import format_messages
 from .base import Policy, unbatch_info  # noqa: F401  (unbatch_info: re-exported)
 from .hf import HFPolicy
 from ..pack.resolve import open_pack
+
+log = logging.getLogger("envgen.policies")
 
 
 class OraclePolicy(Policy):
@@ -78,7 +83,10 @@ class OpenAIPolicy(Policy):
     base URL and key default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``. The client's own retries cover
     429/5xx/timeouts. Requests carry a per-turn seed derived from the rollout's, so a server that honours
     ``seed`` replays a rollout exactly. The history sent follows thinking retention (`envgen.llm.agent`).
-    ``concurrency`` bounds requests in flight across every instance with the same spec.
+    ``concurrency`` bounds requests in flight across every instance with the same spec. A 200 whose body is not
+    a completion (a proxy's HTML error page) is retried ``max_retries`` times, then an LLMUnavailable. Tool calls
+    the server left as text in the content (its tool parser is off) are read as calls (``envgen.llm.textcalls``),
+    with one warning.
     """
 
     name = "openai"
@@ -96,6 +104,8 @@ class OpenAIPolicy(Policy):
         self.model, self.temperature, self.top_p, self.top_k, self.max_tokens = model, temperature, top_p, top_k, max_tokens
         self.client = OpenAI(base_url=base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
                              timeout=timeout, max_retries=max_retries)
+        self.max_retries = max_retries
+        self._warned_text_calls = False
         key = f"{base_url}|{model}"
         with self._limits_lock:
             self._sem = self._limits.setdefault(key, threading.BoundedSemaphore(concurrency))
@@ -121,18 +131,29 @@ class OpenAIPolicy(Policy):
             kwargs["extra_body"] = {"top_k": self.top_k}
         if self._seed is not None:
             kwargs["seed"] = (self._seed * 1009 + int(info.get("turns", 0))) % (2**31)
-        try:
-            with self._sem:
-                resp = self.client.chat.completions.create(**kwargs)
-        except openai.APIError as e:
-            raise LLMError(f"policy openai:{self.model}: {type(e).__name__}: {e}") from None
-        if resp.usage is not None:
-            self.tokens += resp.usage.total_tokens or 0
-        if not resp.choices:
-            raise LLMError(f"policy openai:{self.model}: the endpoint returned no choices")
-        msg = resp.choices[0].message.model_dump(exclude_none=True)
-        reasoning = msg.get("reasoning_content") or (msg.get("model_extra") or {}).get("reasoning_content")
+        for attempt in range(self.max_retries + 1):
+            try:
+                with self._sem:
+                    resp = self.client.chat.completions.create(**kwargs)
+            except openai.APIError as e:
+                raise LLMError(f"policy openai:{self.model}: {type(e).__name__}: {e}") from None
+            data, why = response_data(resp)  # a 200 whose body is an HTML error page is retried, then an error
+            if data is not None:
+                break
+            if attempt == self.max_retries:
+                raise LLMUnavailable(f"policy openai:{self.model}: gave up after {attempt + 1} attempts: {why}")
+            time.sleep(min(8.0, 0.5 * 2 ** attempt))
+        usage = data.get("usage") or {}
+        self.tokens += int(usage.get("total_tokens") or 0)
+        msg = {k: v for k, v in data["choices"][0]["message"].items() if v is not None}
+        reasoning = msg.get("reasoning_content") or msg.get("reasoning")
         action: dict[str, Any] = {"content": msg.get("content") or "", "tool_calls": msg.get("tool_calls") or []}
+        parsed = None if action["tool_calls"] or not info.get("tools") else parse_text_calls(action["content"])
+        if parsed is not None:  # the server's tool parser is off: read the calls the model wrote as text
+            action["content"], action["tool_calls"], form = parsed
+            if not self._warned_text_calls:
+                self._warned_text_calls = True
+                log.warning("policy openai:%s: %s", self.model, TEXT_CALLS_NOTE.format(form=form))
         if reasoning:
             action["reasoning_content"] = reasoning
         return action

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..llm.client import messages_for_request
+from ..llm.textcalls import calls_as_text, tools_system_prompt
 from ..errors import EnvgenError, InputError
 from .base import Policy
 
@@ -120,11 +121,39 @@ class _Batcher:
         return results
 
 
+def render_prompt(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> tuple[str, bool]:
+    """The generation prompt for ``messages`` and ``tools`` through the tokenizer's chat template, and whether
+    envgen wrote the tools in itself.
+
+    Many templates ignore ``tools`` (SmolLM2's does): the prompt would then hold no tool at all and the model could
+    only guess. When rendering with the tools gives the same text as without them, the tools go into the system
+    prompt the Hermes/Qwen way (``<tools>`` schemas, answer with ``<tool_call>{...}</tool_call>``, which PackEnv
+    parses) and earlier assistant calls are written as those blocks too (such templates drop ``tool_calls``)."""
+    def render(msgs: list[dict[str, Any]], with_tools: list[dict[str, Any]] | None) -> str:
+        try:
+            return tokenizer.apply_chat_template(msgs, tools=with_tools, add_generation_prompt=True, tokenize=False)
+        except Exception as e:
+            raise InputError(f"hf policy: the tokenizer's chat template failed: {type(e).__name__}: {e}") from None
+
+    msgs = messages_for_request(messages)
+    prompt = render(msgs, tools or None)
+    if not tools or prompt != render(msgs, None):
+        return prompt, False
+    system = tools_system_prompt(tools)
+    msgs = [calls_as_text(m) if m.get("role") == "assistant" else m for m in msgs]
+    if msgs and msgs[0].get("role") == "system":
+        msgs = [{**msgs[0], "content": f"{msgs[0].get('content') or ''}\n\n{system}".strip()}, *msgs[1:]]
+    else:
+        msgs = [{"role": "system", "content": system}, *msgs]
+    return render(msgs, None), True
+
+
 class HFPolicy(Policy):
     """Spec: ``hf:PATH?temperature=T&top_p=P&top_k=K&max_tokens=N&batch=B&device=cpu``.
 
     The prompt is the tokenizer's chat template over the episode's messages (with thinking retention)
-    and the task's tools; the model's raw text goes to PackEnv, which parses its tool calls.
+    and the task's tools (written into the system prompt by envgen when the template ignores them: see
+    ``render_prompt``); the model's raw text goes to PackEnv, which parses its tool calls.
     """
 
     name = "hf"
@@ -136,18 +165,15 @@ class HFPolicy(Policy):
         self.batcher = _Batcher.get(path, device, batch, wait_ms)
         self.sampling = _Sampling(temperature, top_p, top_k, max_tokens)
         self._seed: int | None = None
+        self.tools_in_system = False
+        """Whether the last prompt carried the tools in its system prompt (the chat template ignores ``tools``)."""
 
     def begin(self, seed: int | None) -> None:
         super().begin(seed)
         self._seed = seed
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
-        tok = self.batcher.tokenizer
-        try:
-            prompt = tok.apply_chat_template(messages_for_request(info["messages"]), tools=info.get("tools") or None,
-                                             add_generation_prompt=True, tokenize=False)
-        except Exception as e:
-            raise InputError(f"hf policy: the tokenizer's chat template failed: {type(e).__name__}: {e}") from None
+        prompt, self.tools_in_system = render_prompt(self.batcher.tokenizer, info["messages"], info.get("tools"))
         seed = None if self._seed is None else (self._seed * 1009 + int(info.get("turns", 0))) % (2**31)
         text, n_in, n_out = self.batcher.generate(prompt, self.sampling, seed)
         self.tokens += n_in + n_out

@@ -6,13 +6,13 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from ...build.family import BuildOptions, CategoryFamily, CategoryOptions, LLMOptions, Log, Progress
+from ...build.family import BuildOptions, CategoryFamily, CategoryOptions, StagedLLMOptions, Log, Progress
 from ...build.report import BuildReport
 from ...llm.client import load_llm
 from .pipeline import stage_count, synthesize
 
 
-class GeneralOptions(LLMOptions, CategoryOptions):
+class GeneralOptions(StagedLLMOptions, CategoryOptions):
     """Options of the general family. With --llm-model or --llm-config, ``category`` is any task category in
     words and the agent pipeline builds it; otherwise it names an offline generator."""
 
@@ -42,7 +42,8 @@ class General(CategoryFamily):
         return synthesize(self.category_of(options), options.out, llm=pool, store_url=options.store,
                           sandbox=options.sandbox, max_levels=options.max_levels, chains=options.chains,
                           seed=options.seed, search=options.search, review=options.review, workers=options.workers,
-                          progress=progress, executor=options.executor, ray_address=options.ray_address)
+                          progress=progress, executor=options.executor, ray_address=options.ray_address,
+                          retry_failed=options.retry_failed)
 
 
 FAMILY = General()

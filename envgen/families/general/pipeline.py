@@ -651,7 +651,8 @@ class ReviewBox:
 class _Synth(LLMPipeline):
     def __init__(self, category: str, out: Path, *, llm: LLMConfig | list[LLMConfig] | LLMPool, store_url: str | None,
                  sandbox: str, max_levels: int, chains: int, seed: int, search: str | SearchBackend, review: bool,
-                 workers: int, work_dir: Path | None, agents_dir: Path | None, progress: Progress | None):
+                 workers: int, work_dir: Path | None, agents_dir: Path | None, progress: Progress | None,
+                 retry_failed: bool = False):
         if max_levels < 1 or chains < 1:
             raise InputError(f"max_levels and chains must be at least 1 (got {max_levels}, {chains})")
         self.category = " ".join(category.split())
@@ -661,7 +662,7 @@ class _Synth(LLMPipeline):
         self.backend = sandbox
         work = Path(work_dir) if work_dir is not None else cache_dir() / "synth" / f"{self.slug}-seed{seed}"
         super().__init__(llm=llm, store_url=store_url, run_id=f"general/{self.slug}/seed{seed}", roles=ROLES,
-                         agents_dir=agents_dir, work=work, progress=progress)
+                         agents_dir=agents_dir, work=work, progress=progress, retry_failed=retry_failed)
         self.search = SearchTool(get_backend(search))
         self.plan = plan(max_levels, chains)
         self.timings: dict[str, float] = {}
@@ -750,7 +751,7 @@ class _Synth(LLMPipeline):
 
     # -- the run
 
-    def run(self) -> BuildReport:
+    def execute(self) -> BuildReport:
         check_out(self.out)
         started = time.perf_counter()
         self.store.open_run(self.run_id, "synth-general", {
@@ -1111,7 +1112,7 @@ def synthesize(category: str, out: str | Path, *, llm: LLMConfig | list[LLMConfi
                seed: int = 0, search: str | SearchBackend = "none", review: bool = True, workers: int = 2,
                work_dir: str | Path | None = None, agents_dir: str | Path | None = None,
                progress: Progress | None = None, executor: str = "local", ray_address: str | None = None,
-               lease_s: float = LEASE_S) -> BuildReport:
+               lease_s: float = LEASE_S, retry_failed: bool = False) -> BuildReport:
     """Build a pack for ``category`` with LLM agents (DeepSeek-V3.2's general-agent synthesis), resumably.
 
     ``chains`` independent tasks are proposed, each raised up to ``max_levels`` levels of difficulty.
@@ -1121,12 +1122,14 @@ def synthesize(category: str, out: str | Path, *, llm: LLMConfig | list[LLMConfi
     ``progress(1)`` is called once per stage (``stage_count(max_levels, chains)`` calls).
     ``executor="ray"`` runs every stage as a Ray task on the cluster at ``ray_address``, one after another (each
     builds on the stages before it), its state in ``store_url``, which every node must reach; the pack is the
-    one a local build writes.
+    one a local build writes. ``retry_failed``: stages that failed before ask the model afresh instead of
+    replaying their cached calls.
     """
     kwargs = dict(category=category, out=Path(out), llm=llm, store_url=store_url, sandbox=sandbox,
                   max_levels=max_levels, chains=chains, seed=seed, search=search, review=review, workers=workers,
                   work_dir=Path(work_dir) if work_dir is not None else None,
-                  agents_dir=Path(agents_dir) if agents_dir is not None else None, progress=progress)
+                  agents_dir=Path(agents_dir) if agents_dir is not None else None, progress=progress,
+                  retry_failed=retry_failed)
     synth = _Synth(**kwargs)
     if check_executor(executor) == "ray":
         if not isinstance(search, str):

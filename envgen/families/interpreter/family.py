@@ -7,13 +7,13 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from ...build.family import BuildOptions, CategoryFamily, CategoryOptions, LLMOptions, Log, Progress
+from ...build.family import BuildOptions, CategoryFamily, CategoryOptions, StagedLLMOptions, Log, Progress
 from ...build.report import BuildReport
 from ...llm.client import load_llm
 from .writer import DEFAULT_PROBLEMS, synthesize_problems
 
 
-class InterpreterOptions(LLMOptions, CategoryOptions):
+class InterpreterOptions(StagedLLMOptions, CategoryOptions):
     """Options of the interpreter family. With a model, ``category`` is any domain in words (e.g. "number
     theory") and ``tasks`` the number of problems the writer agent writes (default 20); otherwise
     ``category`` names an offline generator."""
@@ -47,7 +47,8 @@ class Interpreter(CategoryFamily):
                                    problems=options.tasks or DEFAULT_PROBLEMS, seed=options.seed,
                                    store_url=options.store, sandbox=options.sandbox, workers=options.workers,
                                    pass_policy=options.pass_policy, pass_k=options.pass_k, progress=progress,
-                                   executor=options.executor, ray_address=options.ray_address)
+                                   executor=options.executor, ray_address=options.ray_address,
+                                   retry_failed=options.retry_failed)
 
 
 FAMILY = Interpreter()

@@ -320,7 +320,8 @@ def _checker_problems(source: Any) -> list[str]:
 class _Writer(LLMPipeline):
     def __init__(self, domain: str, out: Path, *, llm: LLMConfig | list[LLMConfig] | LLMPool, problems: int,
                  seed: int, store_url: str | None, sandbox: str, workers: int, pass_policy: str | None, pass_k: int,
-                 work_dir: Path | None, agents_dir: Path | None, progress: Progress | None):
+                 work_dir: Path | None, agents_dir: Path | None, progress: Progress | None,
+                 retry_failed: bool = False):
         if problems < 1:
             raise InputError(f"--tasks must be at least 1, got {problems}")
         if pass_k < 1:
@@ -333,7 +334,7 @@ class _Writer(LLMPipeline):
         work = Path(work_dir) if work_dir is not None else cache_dir() / "synth-interpreter" / f"{self.slug}-seed{seed}"
         # the run id holds only what the problems depend on: asking for more problems later extends the run
         super().__init__(llm=llm, store_url=store_url, run_id=f"interpreter/{self.slug}/seed{seed}", roles=(ROLE,),
-                         agents_dir=agents_dir, work=work, progress=progress)
+                         agents_dir=agents_dir, work=work, progress=progress, retry_failed=retry_failed)
         # per process: Ray workers on one machine build their own pipelines, each writing its probe's checkers
         self.probe_dir = self.work / "probe" / str(os.getpid())
         self.probe_pack = self._probe_pack()
@@ -407,7 +408,7 @@ class _Writer(LLMPipeline):
 
     # -- the run
 
-    def run(self) -> BuildReport:
+    def execute(self) -> BuildReport:
         check_out(self.out)
         started = time.perf_counter()
         self.store.open_run(self.run_id, "synth-interpreter", {
@@ -506,7 +507,8 @@ def synthesize_problems(domain: str, out: str | Path, *, llm: LLMConfig | list[L
                         sandbox: str = "local", workers: int = 2, pass_policy: str | None = None, pass_k: int = 4,
                         work_dir: str | Path | None = None, agents_dir: str | Path | None = None,
                         progress: Callable[[int], Any] | None = None, executor: str = "local",
-                        ray_address: str | None = None, lease_s: float = LEASE_S) -> BuildReport:
+                        ray_address: str | None = None, lease_s: float = LEASE_S,
+                        retry_failed: bool = False) -> BuildReport:
     """Build an interpreter pack of ``problems`` problems of ``domain`` (in words) with a problem-writer agent.
 
     State (stages, candidates, paid LLM calls) lives in ``store_url`` (default ``ENVGEN_STORE``, else a SQLite
@@ -514,12 +516,14 @@ def synthesize_problems(domain: str, out: str | Path, *, llm: LLMConfig | list[L
     more problems extends the run. ``pass_policy`` (a policy spec, e.g. ``openai:MODEL``) keeps only problems
     it solves at least once in ``pass_k`` rollouts. ``progress(1)`` is called once per problem.
     ``executor="ray"`` writes each problem in a Ray task on the cluster at ``ray_address`` (its state in
-    ``store_url``, which every node must reach); the pack is the one a local build writes.
+    ``store_url``, which every node must reach); the pack is the one a local build writes. ``retry_failed``:
+    stages that failed before ask the model afresh instead of replaying their cached calls.
     """
     kwargs = dict(domain=domain, out=Path(out), llm=llm, problems=problems, seed=seed, store_url=store_url,
                   sandbox=sandbox, workers=workers, pass_policy=pass_policy, pass_k=pass_k,
                   work_dir=Path(work_dir) if work_dir is not None else None,
-                  agents_dir=Path(agents_dir) if agents_dir is not None else None, progress=progress)
+                  agents_dir=Path(agents_dir) if agents_dir is not None else None, progress=progress,
+                  retry_failed=retry_failed)
     writer = _Writer(**kwargs)
     if check_executor(executor) == "ray":  # one Ray task per problem; the pass check stays on this machine
         writer.on_ray(_Writer, {**kwargs, "store_url": writer.store.url, "work_dir": writer.work},

@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from ...build.family import BuildOptions, CategoryFamily, CategoryOptions, LLMOptions, Log, Progress
+from ...build.family import BuildOptions, CategoryFamily, CategoryOptions, StagedLLMOptions, Log, Progress
 from ...build.report import BuildReport
 from ...errors import InputError
 from ...llm.client import load_llm
@@ -16,7 +16,7 @@ from .pipeline import synthesize_search
 DEFAULT_QUESTIONS = 20
 
 
-class SearchOptions(LLMOptions, CategoryOptions):
+class SearchOptions(StagedLLMOptions, CategoryOptions):
     """Options of the search family. With a model, ``category`` names the pack and ``tasks`` is the number of
     entities to build questions from (default 20); otherwise ``category`` names an offline generator."""
 
@@ -52,7 +52,7 @@ class Search(CategoryFamily):
                                  search=options.search, config=options.search_config, store_url=options.store,
                                  workers=options.workers, sandbox=options.sandbox, progress=progress,
                                  name=options.category, executor=options.executor,
-                                 ray_address=options.ray_address)
+                                 ray_address=options.ray_address, retry_failed=options.retry_failed)
 
 
 FAMILY = Search()

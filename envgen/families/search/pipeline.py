@@ -298,7 +298,7 @@ class _SearchSynth(LLMPipeline):
     def __init__(self, out: Path, *, llm: LLMConfig | list[LLMConfig] | LLMPool, corpus: Any, index: Path | None,
                  questions: int, seed: int, search: str | PageBackend, config: SearchSynthConfig, store_url: str | None,
                  workers: int, sandbox: str, work_dir: Path | None, agents_dir: Path | None,
-                 progress: Progress | None, name: str | None):
+                 progress: Progress | None, name: str | None, retry_failed: bool = False):
         if questions < 1:
             raise InputError(f"questions must be at least 1, got {questions}")
         if isinstance(search, str) and search not in ("local", "web"):
@@ -317,7 +317,7 @@ class _SearchSynth(LLMPipeline):
         # LLM requests are salted without the config, so a run with another keep rule replays paid calls
         super().__init__(llm=llm, store_url=store_url, run_id=run_id, roles=ROLES, agents_dir=agents_dir,
                          work=work / run_id.replace("/", "_"), progress=progress,
-                         salt=f"search/{ident}/{self.search_kind}/seed{seed}")
+                         salt=f"search/{ident}/{self.search_kind}/seed{seed}", retry_failed=retry_failed)
         self.cache = SearchCache(self.store)
         if isinstance(search, CachedBackend):
             self.backend = search
@@ -505,7 +505,7 @@ class _SearchSynth(LLMPipeline):
 
     # -- the run
 
-    def run(self) -> BuildReport:
+    def execute(self) -> BuildReport:
         check_out(self.out)
         started = time.perf_counter()
         self.store.open_run(self.run_id, "synth-search", {
@@ -605,7 +605,7 @@ def synthesize_search(out: str | Path, *, llm: LLMConfig | list[LLMConfig] | LLM
                       workers: int = 2, sandbox: str = "local", work_dir: str | Path | None = None,
                       agents_dir: str | Path | None = None, progress: Progress | None = None,
                       name: str | None = None, executor: str = "local", ray_address: str | None = None,
-                      lease_s: float = LEASE_S) -> BuildReport:
+                      lease_s: float = LEASE_S, retry_failed: bool = False) -> BuildReport:
     """Build a search pack with LLM agents from ``questions`` long-tail entities of a corpus, resumably.
 
     ``corpus`` (anything ``envgen.retrieval.corpus.read_docs`` reads) is indexed once under ``work_dir``; or pass a
@@ -616,7 +616,8 @@ def synthesize_search(out: str | Path, *, llm: LLMConfig | list[LLMConfig] | LLM
     ``store_url`` (default ``ENVGEN_STORE``, else ~/.cache/envgen/state.sqlite): rerunning resumes.
     ``progress(1)`` is called once per entity. ``executor="ray"`` runs each entity's agents in a Ray task on
     the cluster at ``ray_address`` (the index at the same path on every node, the state in ``store_url``,
-    which every node must reach); the pack is the one a local build writes.
+    which every node must reach); the pack is the one a local build writes. ``retry_failed``: stages that
+    failed before ask the model afresh instead of replaying their cached calls.
     """
     if isinstance(config, (str, Path)):
         config = load_search_config(config)
@@ -624,7 +625,8 @@ def synthesize_search(out: str | Path, *, llm: LLMConfig | list[LLMConfig] | LLM
                   questions=questions, seed=seed, search=search, config=config or SearchSynthConfig(),
                   store_url=store_url, workers=workers, sandbox=sandbox,
                   work_dir=Path(work_dir) if work_dir is not None else None,
-                  agents_dir=Path(agents_dir) if agents_dir is not None else None, progress=progress, name=name)
+                  agents_dir=Path(agents_dir) if agents_dir is not None else None, progress=progress, name=name,
+                  retry_failed=retry_failed)
     synth = _SearchSynth(**kwargs)
     if check_executor(executor) == "ray":  # one Ray task per entity; the index is read where the task runs
         if not isinstance(search, str):
