@@ -82,6 +82,21 @@ def test_the_openai_policy_retries_an_html_page_then_raises_an_llm_error(fake):
         policy.act("", info)
 
 
+def test_the_simulated_user_retries_an_html_page_then_raises_an_llm_error(fake, monkeypatch):
+    from envgen.episodes import users
+    from envgen.pack.format import UserSpec
+
+    monkeypatch.setattr(users.time, "sleep", lambda s: None)
+    spec = UserSpec(goal="Cancel my order.")
+    fake.script(HTML, Reply(content="Hi, I want to cancel an order."), HTML, HTML, HTML)
+    user = users.make_user(spec, f"openai:fake-model?base_url={fake.url}&max_retries=0")
+    conversation = [{"role": "assistant", "content": "Hello! How can I help?"}]
+    assert user.reply(conversation) == ("Hi, I want to cancel an order.", False)
+    with pytest.raises(LLMUnavailable, match=r"simulated user openai:fake-model: gave up after 3 attempts: HTTP 200 "
+                                             r"with a body that is not a chat completion"):
+        user.reply(conversation)
+
+
 # ----------------------------------------------------------------------------- a build that fails
 
 

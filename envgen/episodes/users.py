@@ -41,11 +41,13 @@ import os
 import re
 import sys
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections import Counter
 from typing import Any
 
-from ..errors import InputError, LLMError
+from ..errors import InputError, LLMError, LLMUnavailable
+from ..llm.client import response_data
 from ..pack.format import AGREE, DECLINE, UserFact, UserSpec
 from ..paths import bundled
 
@@ -344,16 +346,24 @@ class LLMUser(User):
     def _complete(self, conversation: Conversation) -> tuple[str, bool]:
         import openai
 
-        try:
-            resp = self.client.chat.completions.create(**self.request(conversation))
-        except openai.APIError as e:
-            raise LLMError(f"simulated user openai:{self.model}: {type(e).__name__}: {e}") from None
-        if not resp.choices:
-            raise LLMError(f"simulated user openai:{self.model}: the endpoint returned no choices")
-        text = resp.choices[0].message.content or ""
+        for attempt in range(BAD_RESPONSE_TRIES):
+            try:
+                resp = self.client.chat.completions.create(**self.request(conversation))
+            except openai.APIError as e:
+                raise LLMError(f"simulated user openai:{self.model}: {type(e).__name__}: {e}") from None
+            data, why = response_data(resp)  # a 200 whose body is a proxy's HTML page: retried, then an error
+            if data is not None:
+                break
+            if attempt == BAD_RESPONSE_TRIES - 1:
+                raise LLMUnavailable(f"simulated user openai:{self.model}: gave up after {attempt + 1} attempts: {why}")
+            time.sleep(min(8.0, 0.5 * 2 ** attempt))
+        text = data["choices"][0]["message"].get("content") or ""
         done = STOP_MARKER in text
         return text.replace(STOP_MARKER, "").strip(), done
 
+
+BAD_RESPONSE_TRIES = 3
+"""Requests a simulated user makes when the endpoint answers 200 with something that is no completion."""
 
 _CLIENTS: dict[tuple[str | None, str, float, int], Any] = {}
 _CLIENTS_LOCK = threading.Lock()
