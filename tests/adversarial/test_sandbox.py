@@ -541,7 +541,8 @@ def test_local_agent_code_finds_no_pack_and_no_host_project_file(tmp_path, monke
     project = tmp_path / "project"
     project.mkdir()
     monkeypatch.syspath_prepend(str(project))  # the driving script's folder
-    pack = make_tiny_pack(project / "tiny", extra_tools=LOOK)
+    # one step per looked-at path: the suite's sys.path is long, so the episode gets the turns it needs
+    pack = make_tiny_pack(project / "tiny", extra_tools=LOOK, limits={"max_turns": 200})
     repo = os.path.dirname(os.path.dirname(os.path.abspath(envgen.__file__)))
     env = _env(pack, "local")
     try:
